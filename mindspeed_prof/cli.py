@@ -1,0 +1,60 @@
+"""``mindspeed-prof``: the command-line entry point.
+
+Each sub-command lives in ``mindspeed_prof/commands/<name>.py`` and provides ``HELP``,
+``add_arguments(parser)`` and ``run(args) -> int``. Usage errors (``ConfigError``) become exit
+code 2 with one clear line; nothing here prints a traceback for bad input.
+"""
+
+import argparse
+import importlib
+import sys
+
+from .errors import ConfigError
+from .version import __version__
+
+COMMANDS = ("show-config", "adapt-script", "check", "summary", "analyse", "trigger")
+
+
+def _module(command):
+    return importlib.import_module(f"mindspeed_prof.commands.{command.replace('-', '_')}")
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="mindspeed-prof",
+        description="Profile Megatron-LM / MindSpeed training from --profile* flags, then check "
+                    "and summarise the output.")
+    parser.add_argument("--version", action="version", version=f"mindspeed-prof {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for command in COMMANDS:
+        try:
+            module = _module(command)
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith("mindspeed_prof.commands."):
+                continue  # a command not built yet in this checkout
+            raise
+        child = sub.add_parser(command, help=module.HELP, description=module.HELP,
+                               allow_abbrev=False)
+        module.add_arguments(child)
+        child.set_defaults(_run=module.run, _parser=child)
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except ConfigError as exc:
+        print(f"mindspeed-prof {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"mindspeed-prof {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

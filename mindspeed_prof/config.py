@@ -1,0 +1,164 @@
+"""ProfilerConfig: one validated, immutable description of what to profile.
+
+Every field is a flag (``--profile-step-start``) and a YAML key (``profile_step_start``) of the
+same name, so one grep finds all three. The core knows nothing of Megatron: ``arguments/`` turns
+a parsed argparse namespace into this object.
+"""
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Optional
+
+from . import names, ranks
+from .errors import ConfigError
+
+
+def _knob(default, kind, help, **extra):
+    """A config field: its default, how it is typed on the command line, and its --help line."""
+    return field(default=default, metadata={"kind": kind, "help": help, **extra})
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProfilerConfig:
+    profile: bool = _knob(False, "bool", "Turn profiling on (Megatron's flag).")
+    profile_step_start: int = _knob(
+        10, "int", "First profiled iteration, numbered as the training log prints it.")
+    profile_step_end: int = _knob(
+        12, "int", "First iteration NOT profiled; -1 profiles until training ends.")
+    profile_ranks: tuple = _knob(
+        (0,), "ranks", "Global ranks to profile: 0 2, 0-7, -1/all for every rank, or a "
+        "selector (pp-stage-leaders, first-pp-stage, last-pp-stage, tp=0,dp=0,pp=*, node=K).")
+    profile_level: str = _knob(
+        "level0", "choice", "torch_npu profiler level.", choices=names.LEVELS)
+    profile_export_type: str = _knob(
+        "text", "choice", "torch_npu export type: text, db (or text,db).",
+        choices=names.EXPORT_TYPES)
+    profile_data_simplification: bool = _knob(
+        False, "bool", "torch_npu data simplification: delete CANN's intermediate files "
+        "after parsing.")
+    profile_with_cpu: bool = _knob(False, "bool", "Record host (CPU) operators as well.")
+    profile_with_stack: bool = _knob(False, "bool", "Record Python call stacks (large output).")
+    profile_with_memory: bool = _knob(False, "bool", "Record memory allocations.")
+    profile_record_shapes: bool = _knob(False, "bool", "Record operator input shapes.")
+    profile_save_path: str = _knob("./profile_dir", "str", "Directory for every rank's output.")
+    profile_config: Optional[str] = _knob(
+        None, "path", "YAML file with profile_* keys; flags on the command line win over it.")
+    profile_backend: str = _knob(
+        "auto", "choice", "auto (npu when torch_npu works, else torch), npu or torch.",
+        choices=names.BACKENDS)
+    profile_analyse: str = _knob(
+        "async", "choice", "When raw NPU data is parsed: sync (blocks the rank at window end), "
+        "async (child process) or offline (later, with `mindspeed-prof analyse`).",
+        choices=names.ANALYSE_MODES)
+    profile_aic_metrics: Optional[str] = _knob(
+        None, "choice?", "AI core metrics (level1/level2), e.g. PipeUtilization; default: "
+        "torch_npu's.", choices=tuple(names.AIC_METRICS))
+    profile_with_modules: bool = _knob(False, "bool", "Record the Python module hierarchy.")
+    profile_with_flops: bool = _knob(False, "bool", "Estimate FLOPs of matrix operators.")
+    profile_l2_cache: bool = _knob(False, "bool", "Collect L2 cache hit rates (torch_npu).")
+    profile_op_attr: bool = _knob(False, "bool", "Collect operator attributes (db export).")
+    profile_mstx: bool = _knob(False, "bool", "Enable mstx markers (torch_npu >= 2.7).")
+    profile_host_sys: tuple = _knob(
+        (), "list", "Host system metrics: any of cpu, mem, disk, network, osrt, numa.",
+        choices=names.HOST_SYS)
+    profile_sys_io: bool = _knob(False, "bool", "Collect NIC/RoCE data (torch_npu).")
+    profile_sys_interconnection: bool = _knob(
+        False, "bool", "Collect PCIe/HCCS data (torch_npu).")
+    profile_gc_detect_threshold: Optional[float] = _knob(
+        None, "float?", "Record Python GC pauses longer than this many ms (0 = all).")
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            _check_kind(f, getattr(self, f.name))
+        normalised = {
+            "profile_level": names.level(self.profile_level),
+            "profile_export_type": names.export_type(self.profile_export_type),
+            "profile_backend": names.backend(self.profile_backend),
+            "profile_analyse": names.analyse_mode(self.profile_analyse),
+            "profile_aic_metrics": names.aic_metrics(self.profile_aic_metrics),
+            "profile_host_sys": names.host_sys(self.profile_host_sys),
+            "profile_ranks": ranks.parse_rank_tokens(self.profile_ranks),
+        }
+        for key, value in normalised.items():
+            object.__setattr__(self, key, value)
+        if self.profile_step_start < 1:
+            raise ConfigError(f"--profile-step-start {self.profile_step_start} must be >= 1 "
+                              f"(iterations are numbered from 1, as the training log prints them).")
+        if self.profile_step_end != -1 and self.profile_step_end <= self.profile_step_start:
+            raise ConfigError(f"--profile-step-end {self.profile_step_end} must be > "
+                              f"--profile-step-start {self.profile_step_start}; use -1 to "
+                              f"profile to the end.")
+        if not self.profile_save_path.strip():
+            raise ConfigError("--profile-save-path is empty; give a directory, e.g. ./profile_dir.")
+        if self.profile_gc_detect_threshold is not None and self.profile_gc_detect_threshold < 0:
+            raise ConfigError(f"--profile-gc-detect-threshold {self.profile_gc_detect_threshold} "
+                              f"must be >= 0 (milliseconds; 0 records every GC pause).")
+
+    def replace(self, **changes):
+        return dataclasses.replace(self, **changes)
+
+    def warnings(self):
+        """Combinations torch_npu would silently change, said plainly (any torch_npu version)."""
+        notes = []
+        level = self.profile_level
+        if self.profile_aic_metrics not in (None, "AiCoreNone") and level in ("level0", "level_none"):
+            notes.append(f"--profile-aic-metrics {self.profile_aic_metrics} is ignored at "
+                         f"--profile-level {level}: torch_npu resets it to AiCoreNone; use "
+                         f"--profile-level level1 to collect AI core metrics.")
+        if level == "level_none" and not self.profile_mstx:
+            notes.append("--profile-level level_none records nothing without mstx: torch_npu "
+                         "(>= 2.7) turns --profile-mstx on by itself.")
+        if self.profile_op_attr and "db" not in self.profile_export_type:
+            notes.append("--profile-op-attr needs --profile-export-type db; torch_npu drops it "
+                         "with text export.")
+        if not self.profile_ranks and self.profile_with_stack:
+            notes.append("--profile-with-stack on every rank makes very large output; consider "
+                         "--profile-ranks 0 or --profile-with-modules.")
+        return notes
+
+    def as_dict(self):
+        data = dataclasses.asdict(self)
+        data["profile_ranks"] = list(self.profile_ranks)
+        data["profile_host_sys"] = list(self.profile_host_sys)
+        return data
+
+
+KNOBS = {f.name: f for f in dataclasses.fields(ProfilerConfig)}
+
+
+def flag_name(knob):
+    """``profile_step_start`` -> ``--profile-step-start``."""
+    return "--" + knob.replace("_", "-")
+
+
+def _check_kind(f, value):
+    kind, flag = f.metadata["kind"], flag_name(f.name)
+    ok = {
+        "bool": lambda v: isinstance(v, bool),
+        "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+        "str": lambda v: isinstance(v, str),
+        "path": lambda v: v is None or isinstance(v, str),
+        "choice": lambda v: isinstance(v, (str, list, tuple)),
+        "choice?": lambda v: v is None or isinstance(v, str),
+        "float?": lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)),
+        "ranks": lambda v: v is None or isinstance(v, (int, str, list, tuple)),
+        "list": lambda v: v is None or isinstance(v, (str, list, tuple)),
+    }[kind]
+    if not ok(value):
+        raise ConfigError(f"{flag} {value!r} has the wrong type: expected {describe_kind(f)}.")
+
+
+def describe_kind(f):
+    kind = f.metadata["kind"]
+    choices = f.metadata.get("choices")
+    return {
+        "bool": "true or false",
+        "int": "an integer",
+        "str": "a string",
+        "path": "a file path",
+        "choice": f"one of {', '.join(choices)}" if choices else "a name",
+        "choice?": f"one of {', '.join(choices)}" if choices else "a name",
+        "float?": "a number",
+        "ranks": "a rank list such as [0, 1], '0-7' or -1",
+        "list": f"a list drawn from {', '.join(choices)}" if choices else "a list",
+    }[kind]

@@ -1,0 +1,34 @@
+"""The on-disk layout under ``--profile-save-path`` (DESIGN §4), in one place.
+
+    {save_path}/
+      profile_manifest_rank{R}.json          one per profiled rank (ours)
+      {worker}_{pid}_{timestamp}_ascend_pt/   NPU backend, torch_npu's own layout; worker = rank{R}
+      rank{R}.{time_ns}.pt.trace.json        torch backend (chrome trace)
+      iter_{start}-{end}/                    one folder per window when several windows run
+"""
+
+import os
+import re
+
+MANIFEST_TEMPLATE = "profile_manifest_rank{rank}.json"
+MANIFEST_RE = re.compile(r"^profile_manifest_rank(\d+)\.json$")
+TORCH_TRACE_TEMPLATE = "rank{rank}.{time_ns}.pt.trace.json"
+TORCH_TRACE_RE = re.compile(r"^rank(\d+)\.(\d+)\.pt\.trace\.json(\.gz)?$")
+ASCEND_PT_SUFFIX = "_ascend_pt"
+ASCEND_OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
+PROFILER_INFO_RE = re.compile(r"^profiler_info(?:_(\d+))?\.json$")
+WINDOW_DIR_TEMPLATE = "iter_{start}-{end}"
+WINDOW_DIR_RE = re.compile(r"^iter_(\d+)-(-?\d+)$")
+
+
+def worker_name(rank):
+    """torch_npu appends ``_{pid}_{timestamp}``; the rank prefix keeps ranks apart on shared storage."""
+    return f"rank{rank}"
+
+
+def manifest_path(save_path, rank):
+    return os.path.join(save_path, MANIFEST_TEMPLATE.format(rank=rank))
+
+
+def window_dir(save_path, start, end):
+    return os.path.join(save_path, WINDOW_DIR_TEMPLATE.format(start=start, end=end))

@@ -1,0 +1,122 @@
+"""``profile_manifest_rank{R}.json``: what one rank was asked to do, what it did, what went wrong.
+
+Written when the rank arms (status ``armed``), rewritten at every state change, and always
+atomically (temp file + rename) so a crash never leaves half a manifest. ``mindspeed-prof check``
+reads it to know which ranks and iterations to expect.
+
+Schema (version 1)::
+
+    schema, tool, tool_version, rank, world_size, local_rank, hostname, pid,
+    selected_ranks        resolved global ranks of the job (null when unknown)
+    backend               "npu" | "torch"
+    config                ProfilerConfig as a dict
+    windows               [{start, end, dir, status, iterations_recorded, files}]
+    parallel              {tensor_model_parallel_size, ..., rank, world_size} or null
+    versions              {python, torch, torch_npu, cann, megatron_core, mindspeed}
+    status                armed | running | parsing | complete | failed | incomplete
+    exit                  {reason, detail} - how the training run ended
+    errors, warnings      [{time, phase, message}]
+    files                 every output path, relative to the save path
+"""
+
+import json
+import os
+import socket
+import time
+
+from .version import __version__
+
+SCHEMA = 1
+STATUSES = ("armed", "running", "parsing", "complete", "failed", "incomplete")
+
+
+class Manifest:
+    def __init__(self, path, *, rank, world_size, local_rank=None, backend, config,
+                 selected_ranks=None, parallel=None, versions=None):
+        self.path = path
+        self.data = {
+            "schema": SCHEMA,
+            "tool": "mindspeed_prof",
+            "tool_version": __version__,
+            "rank": rank,
+            "world_size": world_size,
+            "local_rank": local_rank,
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+            "selected_ranks": selected_ranks,
+            "backend": backend,
+            "config": config.as_dict(),
+            "windows": [],
+            "parallel": parallel,
+            "versions": versions or {},
+            "status": "armed",
+            "exit": None,
+            "errors": [],
+            "warnings": [],
+            "files": [],
+            "started_at": _now(),
+            "updated_at": _now(),
+        }
+
+    @property
+    def status(self):
+        return self.data["status"]
+
+    def set_status(self, status):
+        self.data["status"] = status
+        self.save()
+
+    def add_window(self, start, end, directory="."):
+        window = {"start": start, "end": end, "dir": directory, "status": "running",
+                  "iterations_recorded": [], "files": []}
+        self.data["windows"].append(window)
+        self.save()
+        return window
+
+    def record(self, kind, phase, message):
+        """Append an error or warning; saved at once so a later crash cannot lose it."""
+        entries = self.data["errors" if kind == "error" else "warnings"]
+        entry = {"time": _now(), "phase": phase, "message": str(message)}
+        if entry["message"] not in (e["message"] for e in entries):
+            entries.append(entry)
+            self.save()
+
+    def add_files(self, paths, window=None):
+        base = os.path.dirname(self.path)
+        for path in paths:
+            rel = os.path.relpath(path, base)
+            if rel not in self.data["files"]:
+                self.data["files"].append(rel)
+            if window is not None and rel not in window["files"]:
+                window["files"].append(rel)
+        self.save()
+
+    def save(self):
+        self.data["updated_at"] = _now()
+        tmp = f"{self.path}.tmp.{os.getpid()}"
+        try:
+            with open(tmp, "w") as handle:
+                json.dump(self.data, handle, indent=2, default=str)
+            os.replace(tmp, self.path)
+        except OSError:
+            # The manifest reports on the profile; failing to write it (disk full, save path
+            # gone) must not become the training's failure. The caller logs the rank's state.
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            return False
+        return True
+
+
+def read_manifest(path):
+    """The manifest as a dict, or raises ValueError with the reason (for ``check``)."""
+    with open(path) as handle:
+        data = json.load(handle)
+    if not isinstance(data, dict) or data.get("tool") != "mindspeed_prof":
+        raise ValueError(f"{path} is not a mindspeed_prof manifest")
+    return data
+
+
+def _now():
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime())

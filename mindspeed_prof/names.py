@@ -1,0 +1,91 @@
+"""Canonical spellings of torch_npu's level / export-type / AI-core-metric names.
+
+Users copy these from three places (MindSpeed-LLM flags, torch_npu constants, profiler_info.json),
+so each name is accepted in every spelling, case-insensitively, and normalised to one form.
+"""
+
+from .errors import ConfigError
+
+LEVELS = ("level_none", "level0", "level1", "level2")
+EXPORT_TYPES = ("text", "db")
+ANALYSE_MODES = ("sync", "async", "offline")
+BACKENDS = ("auto", "npu", "torch")
+HOST_SYS = ("cpu", "mem", "disk", "network", "osrt", "numa")
+
+# torch_npu attribute name -> the ACL constant torch_npu stores in profiler_info.json.
+AIC_METRICS = {
+    "AiCoreNone": "ACL_AICORE_NONE",
+    "PipeUtilization": "ACL_AICORE_PIPE_UTILIZATION",
+    "ArithmeticUtilization": "ACL_AICORE_ARITHMETIC_UTILIZATION",
+    "Memory": "ACL_AICORE_MEMORY_BANDWIDTH",
+    "MemoryL0": "ACL_AICORE_L0B_AND_WIDTH",
+    "MemoryUB": "ACL_AICORE_MEMORY_UB",
+    "ResourceConflictRatio": "ACL_AICORE_RESOURCE_CONFLICT_RATIO",
+    "L2Cache": "ACL_AICORE_L2_CACHE",
+    "MemoryAccess": "ACL_AICORE_MEMORY_ACCESS",
+}
+
+
+def _choice(flag, value, choices):
+    text = str(value).strip().lower()
+    for choice in choices:
+        if text == choice:
+            return choice
+    raise ConfigError(f"{flag} {value!r} is not one of {', '.join(choices)}; "
+                      f"pick one of them (case does not matter).")
+
+
+def level(value, flag="--profile-level"):
+    """``Level1``, ``level1`` and ``LEVEL1`` are the same level; ``Level_none`` too."""
+    return _choice(flag, value, LEVELS)
+
+
+def analyse_mode(value, flag="--profile-analyse"):
+    return _choice(flag, value, ANALYSE_MODES)
+
+
+def backend(value, flag="--profile-backend"):
+    return _choice(flag, value, BACKENDS)
+
+
+def export_type(value, flag="--profile-export-type"):
+    """``text``, ``db`` or both (``text,db``), returned in that canonical order."""
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    wanted = {_choice(flag, item, EXPORT_TYPES) for item in items if str(item).strip()}
+    if not wanted:
+        raise ConfigError(f"{flag} is empty; use text, db or text,db.")
+    return ",".join(t for t in EXPORT_TYPES if t in wanted)
+
+
+def aic_metrics(value, flag="--profile-aic-metrics"):
+    """Accepts ``PipeUtilization`` or ``ACL_AICORE_PIPE_UTILIZATION`` in any case; None stays None."""
+    if value is None:
+        return None
+    text = str(value).strip().lower()
+    if text in ("", "none", "default"):
+        return None if text != "none" else "AiCoreNone"
+    for name, acl in AIC_METRICS.items():
+        if text in (name.lower(), acl.lower()):
+            return name
+    raise ConfigError(f"{flag} {value!r} is not an AI core metric; use one of "
+                      f"{', '.join(AIC_METRICS)} (or its ACL_AICORE_* name).")
+
+
+def host_sys(values, flag="--profile-host-sys"):
+    """A list such as ``cpu mem`` or ``cpu,mem``; order kept, duplicates dropped."""
+    if values is None:
+        return ()
+    if isinstance(values, str):
+        values = [values]
+    result = []
+    for raw in values:
+        for item in str(raw).split(","):
+            item = item.strip().lower()
+            if not item:
+                continue
+            if item not in HOST_SYS:
+                raise ConfigError(f"{flag} {item!r} is not a host system metric; use any of "
+                                  f"{', '.join(HOST_SYS)}.")
+            if item not in result:
+                result.append(item)
+    return tuple(result)

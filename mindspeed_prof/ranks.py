@@ -1,0 +1,156 @@
+"""The ``--profile-ranks`` grammar: which global ranks profile.
+
+A selection is a tuple of items; the empty tuple means every rank. Items are global ranks (int)
+or topology selectors (str) that need the parallel layout to resolve:
+
+    -1 | all | (nothing)      every rank
+    0 2 5 | 0,2,5 | 0-7       global ranks, lists and inclusive ranges
+    pp-stage-leaders          one rank per pipeline stage (tp=0, dp=0, cp=0, ep=0)
+    first-pp-stage, last-pp-stage
+    tp=0,dp=0,pp=*            coordinate filter over tp, pp, dp, cp, ep (int, range or *)
+    node=K                    every rank on node K (K may be a range)
+"""
+
+import re
+
+from .errors import ConfigError
+
+FLAG = "--profile-ranks"
+COORDINATES = ("tp", "pp", "dp", "cp", "ep", "node")
+NAMED_SELECTORS = ("pp-stage-leaders", "first-pp-stage", "last-pp-stage")
+_INT = re.compile(r"^-?\d+$")
+_RANGE = re.compile(r"^(\d+)-(\d+)$")
+_FIX = (f"use global ranks (0 2 5), ranges (0-7), -1/all for every rank, or a selector "
+        f"({', '.join(NAMED_SELECTORS)}, tp=0,dp=0,pp=*, node=K)")
+
+
+def parse_rank_tokens(tokens):
+    """Turn flag/YAML tokens into a canonical selection tuple (``()`` = all ranks)."""
+    if tokens is None:
+        return ()
+    if isinstance(tokens, (int, str)):
+        tokens = [tokens]
+    items, every_rank = [], False
+    for token in tokens:
+        if isinstance(token, bool):
+            raise ConfigError(f"{FLAG} {token!r} is not a rank; {_FIX}.")
+        if isinstance(token, int):
+            parts = [str(token)]
+        elif isinstance(token, str):
+            text = token.strip()
+            parts = [text] if "=" in text else [p for p in re.split(r"[,\s]+", text) if p]
+        else:
+            raise ConfigError(f"{FLAG} {token!r} is not a rank; {_FIX}.")
+        for part in parts:
+            if part.lower() in ("-1", "all"):
+                every_rank = True
+                continue
+            items.extend(_parse_item(part))
+    return () if every_rank else _dedupe(items)
+
+
+def _parse_item(part):
+    if _INT.match(part):
+        rank = int(part)
+        if rank < 0:
+            raise ConfigError(f"{FLAG} {part} is negative; only -1 (all ranks) may be negative.")
+        return [rank]
+    match = _RANGE.match(part)
+    if match:
+        low, high = int(match.group(1)), int(match.group(2))
+        if high < low:
+            raise ConfigError(f"{FLAG} range {part} runs backwards; write it as {high}-{low}.")
+        return list(range(low, high + 1))
+    lowered = part.lower()
+    if lowered in NAMED_SELECTORS:
+        return [lowered]
+    if "=" in part:
+        return [_canonical_filter(part)]
+    raise ConfigError(f"{FLAG} {part!r} is not a rank or selector; {_FIX}.")
+
+
+def _canonical_filter(text):
+    terms = {}
+    for term in text.lower().split(","):
+        key, _, value = term.partition("=")
+        key, value = key.strip(), value.strip()
+        if key not in COORDINATES:
+            raise ConfigError(f"{FLAG} {text!r}: {key!r} is not a coordinate; use "
+                              f"{', '.join(COORDINATES)}.")
+        if key in terms:
+            raise ConfigError(f"{FLAG} {text!r} names {key} twice; give each coordinate once.")
+        if value != "*" and not _INT.match(value) and not _RANGE.match(value):
+            raise ConfigError(f"{FLAG} {text!r}: {key}={value!r} must be a number, a range "
+                              f"such as 0-3, or *.")
+        if _INT.match(value) and int(value) < 0:
+            raise ConfigError(f"{FLAG} {text!r}: {key}={value} is negative.")
+        terms[key] = value
+    return ",".join(f"{key}={terms[key]}" for key in COORDINATES if key in terms)
+
+
+def _dedupe(items):
+    seen, result = set(), []
+    for item in items:
+        if item not in seen:
+            seen.add(item)
+            result.append(item)
+    return tuple(result)
+
+
+def needs_topology(selection):
+    return any(isinstance(item, str) for item in selection)
+
+
+def format_selection(selection):
+    """The selection as the user would type it back (for logs and show-config)."""
+    if not selection:
+        return "all"
+    return " ".join(str(item) for item in selection)
+
+
+def _value_matches(spec, value):
+    if spec == "*":
+        return True
+    match = _RANGE.match(spec)
+    if match:
+        return int(match.group(1)) <= value <= int(match.group(2))
+    return value == int(spec)
+
+
+def resolve(selection, world_size, layout=None):
+    """Global ranks selected, sorted. ``layout`` maps rank -> {tp, pp, dp, cp, ep, node}.
+
+    Selectors need ``layout``; without it a ConfigError says so. A selection that matches no
+    rank of this job is an error too, because it would silently profile nothing.
+    """
+    if not selection:
+        return list(range(world_size))
+    chosen = set()
+    for item in selection:
+        if isinstance(item, int):
+            if item < world_size:
+                chosen.add(item)
+            continue
+        if layout is None:
+            raise ConfigError(f"{FLAG} {item} needs the parallel layout, which is only known "
+                              f"inside a Megatron job; use global rank numbers here.")
+        chosen.update(_resolve_selector(item, world_size, layout))
+    ranks = sorted(chosen)
+    if not ranks:
+        raise ConfigError(f"{FLAG} {format_selection(selection)} matches no rank of this job "
+                          f"(world size {world_size}); choose ranks below {world_size}.")
+    return ranks
+
+
+def _resolve_selector(item, world_size, layout):
+    coords = {rank: layout[rank] for rank in range(world_size)}
+    if item == "pp-stage-leaders":
+        return [r for r, c in coords.items()
+                if all(c.get(k, 0) == 0 for k in ("tp", "dp", "cp", "ep"))]
+    if item in ("first-pp-stage", "last-pp-stage"):
+        stages = [c.get("pp", 0) for c in coords.values()]
+        target = min(stages) if item == "first-pp-stage" else max(stages)
+        return [r for r, c in coords.items() if c.get("pp", 0) == target]
+    terms = dict(term.split("=") for term in item.split(","))
+    return [r for r, c in coords.items()
+            if all(_value_matches(spec, c.get(key, 0)) for key, spec in terms.items())]

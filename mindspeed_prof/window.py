@@ -1,0 +1,103 @@
+"""Step arithmetic: which iterations a run profiles, checked before the first step.
+
+Iterations are numbered as the training log prints them: 1-based and global, so a run resumed
+from a checkpoint at iteration 1000 executes 1001, 1002, ... The window is ``[start, end)``.
+
+The schedule is expressed in those absolute numbers, because the backends set the profiler's
+step counter to the logged iteration: the trace's ``ProfilerStep#N`` then *is* iteration N.
+"""
+
+from dataclasses import dataclass
+from typing import Optional
+
+from .errors import ConfigError
+
+# Active length used when the window runs "until training ends" and train_iters is unknown
+# (plain loops): the profiler records until stop().
+OPEN_ENDED = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class StepSchedule:
+    """torch/torch_npu ``schedule`` arguments, counted in logged iterations."""
+
+    skip_first: int
+    warmup: int
+    active: int
+    repeat: int = 1
+    wait: int = 0
+
+    @property
+    def start(self):
+        """First recorded iteration."""
+        return self.skip_first + self.warmup
+
+    @property
+    def end(self):
+        """First iteration not recorded (``None`` when open-ended)."""
+        return None if self.active == OPEN_ENDED else self.start + self.active
+
+    @property
+    def first_touched(self):
+        """The iteration at which the profiler must exist (warm-up included)."""
+        return self.skip_first
+
+    def describe(self):
+        if self.end is None:
+            return f"iterations {self.start}.. (until training ends)"
+        last = self.end - 1
+        span = f"iteration {self.start}" if last == self.start else f"iterations {self.start}-{last}"
+        return span + (f" (warm-up at {self.skip_first})" if self.warmup else "")
+
+
+def last_iteration_before_exit(first_iteration, exit_interval):
+    """Megatron stops after the first logged iteration divisible by ``--exit-interval``."""
+    if not exit_interval:
+        return None
+    return -(-first_iteration // exit_interval) * exit_interval
+
+
+def plan_window(*, start: int, end: int, first_iteration: int = 1,
+                train_iters: Optional[int] = None, exit_interval: Optional[int] = None,
+                ) -> StepSchedule:
+    """The schedule that records logged iterations ``[start, end)``, or a ConfigError.
+
+    ``first_iteration`` is the first iteration this process will execute (``args.iteration + 1``
+    after a resume). ``end == -1`` means until ``train_iters``. A window that cannot complete
+    (already passed, beyond ``--train-iters``, cut by ``--exit-interval``) is refused here, so the
+    user learns at start-up rather than finding an empty folder hours later.
+    """
+    if start < 1:
+        raise ConfigError(f"--profile-step-start {start} must be >= 1 (iterations are numbered "
+                          f"from 1, as the training log prints them).")
+    if end != -1 and end <= start:
+        raise ConfigError(f"--profile-step-end {end} must be > --profile-step-start {start}; "
+                          f"use -1 to profile to the end.")
+    if start < first_iteration:
+        resumed = (f"this run resumes at iteration {first_iteration}"
+                   if first_iteration > 1 else "iterations start at 1")
+        raise ConfigError(f"--profile-step-start {start} has already passed: {resumed}; "
+                          f"use --profile-step-start {first_iteration} or later.")
+    last = train_iters
+    exit_at = last_iteration_before_exit(first_iteration, exit_interval)
+    if exit_at is not None and (last is None or exit_at < last):
+        last = exit_at
+    limit = ("--train-iters" if last == train_iters else "--exit-interval")
+    if last is not None:
+        if first_iteration > last:
+            raise ConfigError(f"no iteration will run: this run starts at iteration "
+                              f"{first_iteration} and {limit} stops it at {last}; "
+                              f"raise {limit} or drop --profile.")
+        if start > last:
+            raise ConfigError(f"--profile-step-start {start} is never reached: {limit} stops "
+                              f"training after iteration {last}; use --profile-step-start <= {last}.")
+        if end != -1 and end - 1 > last:
+            raise ConfigError(f"--profile-step-end {end} needs iterations up to {end - 1}, but "
+                              f"{limit} stops training after iteration {last}; use "
+                              f"--profile-step-end {last + 1} (or -1 for the end).")
+    warmup = 1 if start - 1 >= first_iteration else 0
+    if end == -1:
+        active = OPEN_ENDED if last is None else last - start + 1
+    else:
+        active = end - start
+    return StepSchedule(skip_first=start - warmup, warmup=warmup, active=active)

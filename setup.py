@@ -1,0 +1,73 @@
+"""Packaging for mindspeed_prof.
+
+``arguments/`` and ``patches/`` live at the top of the repository (one place for every flag, one
+place for every Megatron/MindSpeed touch point) but install inside the package, so nothing named
+``arguments`` or ``patches`` lands at the top of site-packages. The autoload hook is a ``.pth``
+file copied into the wheel's root by ``build_py``, which is how it reaches site-packages in a
+regular (non-editable) install.
+"""
+
+import os
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+PTH_FILE = "mindspeed_prof_autoload.pth"
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class BuildWithAutoload(build_py):
+    def run(self):
+        super().run()
+        target = os.path.join(self.build_lib, PTH_FILE)
+        self.copy_file(os.path.join(HERE, "mindspeed_prof", "autoload", PTH_FILE), target,
+                       preserve_mode=0)
+
+    def get_outputs(self, include_bytecode=1):
+        return super().get_outputs(include_bytecode) + [os.path.join(self.build_lib, PTH_FILE)]
+
+
+def read_version():
+    with open(os.path.join(HERE, "mindspeed_prof", "version.py")) as handle:
+        scope = {}
+        exec(handle.read(), scope)
+        return scope["__version__"]
+
+
+setup(
+    name="mindspeed_prof",
+    version=read_version(),
+    description="NPU/torch profiling for Megatron-LM and MindSpeed training, driven by --profile* flags",
+    long_description=open(os.path.join(HERE, "README.md")).read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=[
+        "mindspeed_prof",
+        "mindspeed_prof.autoload",
+        "mindspeed_prof.backends",
+        "mindspeed_prof.commands",
+        "mindspeed_prof.output",
+        "mindspeed_prof.arguments",
+        "mindspeed_prof.patches",
+    ],
+    package_dir={
+        "mindspeed_prof": "mindspeed_prof",
+        "mindspeed_prof.arguments": "arguments",
+        "mindspeed_prof.patches": "patches",
+    },
+    package_data={"mindspeed_prof.autoload": [PTH_FILE]},
+    cmdclass={"build_py": BuildWithAutoload},
+    install_requires=["torch", "pyyaml"],
+    extras_require={
+        "demo": ["megatron-core==0.16.1"],
+        "plot": ["matplotlib"],
+        "test": [
+            "pytest",
+            "hypothesis",
+            "megatron-core==0.16.1",
+            "msprof-analyze",
+            "matplotlib",
+        ],
+    },
+    entry_points={"console_scripts": ["mindspeed-prof = mindspeed_prof.cli:main"]},
+)
