@@ -1,0 +1,16 @@
+"""Every ``--profile*`` flag of mindspeed_prof, and the step from parsed args to ProfilerConfig."""
+
+from .argv import explicit_knobs, profile_tokens_present, rank_tokens
+from .flags import add_profile_args, all_flags, host_defines
+from .resolve import config_from_args, parse_profile_flags
+
+__all__ = [
+    "add_profile_args",
+    "all_flags",
+    "config_from_args",
+    "explicit_knobs",
+    "host_defines",
+    "parse_profile_flags",
+    "profile_tokens_present",
+    "rank_tokens",
+]

@@ -1,0 +1,80 @@
+"""Parsed arguments -> ProfilerConfig, with YAML and environment values merged in.
+
+Precedence, highest first: the command line, ``MINDSPEED_PROF_*`` environment variables, the
+``--profile-config`` file, then the defaults of whichever parser defined the flag.
+"""
+
+import argparse
+import difflib
+import os
+import sys
+
+from mindspeed_prof.config import KNOBS, ProfilerConfig, flag_name
+from mindspeed_prof.errors import ConfigError
+
+from . import argv as argv_tools
+from .flags import add_profile_args, all_flags
+from .yaml_file import env_values, load_yaml
+
+
+def config_from_args(args, argv=None, environ=None):
+    """One ProfilerConfig from a parsed namespace (Megatron's, MindSpeed's or a plain parser's).
+
+    ``argv`` is the command line the namespace came from (default ``sys.argv[1:]``); it tells which
+    flags were typed, and carries the raw ``--profile-ranks`` tokens when the host parsed them as
+    ints. Raises ConfigError naming the flag (or file key / variable) and the fix.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    environ = os.environ if environ is None else environ
+    typed = argv_tools.explicit_knobs(argv)
+    values = {knob: getattr(args, knob) for knob in KNOBS if hasattr(args, knob)}
+    origin = {}
+    layers = []
+    if values.get("profile_config"):
+        path = values["profile_config"]
+        layers.append((f"--profile-config {path}", load_yaml(path)))
+    layers.append(("environment", env_values(environ)))
+    for where, layer in layers:
+        for key, value in layer.items():
+            if key not in typed:
+                values[key], origin[key] = value, where
+    raw_ranks = argv_tools.rank_tokens(argv)
+    if raw_ranks is not None:
+        values["profile_ranks"] = raw_ranks
+    for key in ("profile_ranks", "profile_host_sys"):
+        if isinstance(values.get(key), list):
+            values[key] = tuple(values[key])
+    try:
+        return ProfilerConfig(**values)
+    except ConfigError as exc:
+        raise ConfigError(_with_origin(str(exc), origin)) from None
+
+
+def _with_origin(message, origin):
+    for key, where in origin.items():
+        if message.startswith(flag_name(key) + " ") or f" {flag_name(key)} " in message:
+            return f"{message} (value from {where}, key {key})"
+    return message
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise ConfigError(message)
+
+
+def parse_profile_flags(argv, environ=None, implied_profile=False):
+    """ProfilerConfig from a list of ``--profile*`` flags alone (show-config, adapt-script).
+
+    Uses the same flag definitions as training. Unknown options are refused, with the closest
+    profile flag suggested for typos. Raises ConfigError; never exits.
+    """
+    parser = add_profile_args(_Parser(prog="mindspeed-prof", add_help=False, allow_abbrev=False))
+    args, unknown = parser.parse_known_args(list(argv))
+    if unknown:
+        first = unknown[0].split("=", 1)[0]
+        close = difflib.get_close_matches(first, all_flags(), n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else "; see `mindspeed-prof show-config --help`"
+        raise ConfigError(f"unrecognized argument {unknown[0]!r}{hint}")
+    if implied_profile:
+        args.profile = True
+    return config_from_args(args, argv=list(argv), environ=environ)
