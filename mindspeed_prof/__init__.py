@@ -22,9 +22,12 @@ def __getattr__(name):
     if name == "ProfilerConfig":
         from .config import ProfilerConfig
         return ProfilerConfig
-    if name in ("ProfilerManager", "profile"):
-        from . import manager
-        return getattr(manager, name)
+    if name == "ProfilerManager":
+        from .manager import ProfilerManager
+        return ProfilerManager
+    if name == "profile":
+        from .loop import profile
+        return profile
     raise AttributeError(f"module 'mindspeed_prof' has no attribute {name!r}")
 
 

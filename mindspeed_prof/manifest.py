@@ -22,6 +22,7 @@ Schema (version 1)::
 import json
 import os
 import socket
+import threading
 import time
 
 from .version import __version__
@@ -34,6 +35,7 @@ class Manifest:
     def __init__(self, path, *, rank, world_size, local_rank=None, backend, config,
                  selected_ranks=None, parallel=None, versions=None):
         self.path = path
+        self._lock = threading.Lock()  # the export thread and the training thread both save
         self.data = {
             "schema": SCHEMA,
             "tool": "mindspeed_prof",
@@ -92,6 +94,10 @@ class Manifest:
         self.save()
 
     def save(self):
+        with self._lock:
+            return self._write()
+
+    def _write(self):
         self.data["updated_at"] = _now()
         tmp = f"{self.path}.tmp.{os.getpid()}"
         try:

@@ -1,0 +1,65 @@
+"""What every backend does for one window on one rank, and the pieces they share."""
+
+import threading
+
+
+class Backend:
+    """One profiler for one window: created just before the window, stopped right after.
+
+    ``report(kind, phase, message)`` sends errors and warnings to the manager, which logs them on
+    this rank and records them in the manifest. Backends never raise out of ``step``/``stop``
+    for a profiler failure they can describe; they report it and leave the training running.
+    """
+
+    name = "base"
+
+    def __init__(self, *, config, rank, save_dir, schedule, metadata, report):
+        self.config = config
+        self.rank = rank
+        self.save_dir = save_dir
+        self.schedule = schedule
+        self.metadata = metadata or {}
+        self.report = report
+        self.saved = threading.Event()  # set once this window's data is on disk (or failed)
+        self.failed = False
+        self.on_saved = None  # the manager's callback, run when the data reaches disk
+
+    def _mark_saved(self):
+        self.saved.set()
+        if self.on_saved is not None:
+            self.on_saved()
+
+    def start(self, iteration):
+        """Create the profiler with its step counter at ``iteration`` and start it."""
+        raise NotImplementedError
+
+    def step(self):
+        """The current iteration finished."""
+        raise NotImplementedError
+
+    def stop(self):
+        """Stop and flush; safe to call twice."""
+        raise NotImplementedError
+
+    @property
+    def step_num(self):
+        raise NotImplementedError
+
+    def outputs(self):
+        """Paths this window wrote (files or run folders)."""
+        return []
+
+    def wait(self, timeout=None):
+        """Wait for background export/parse to finish; True when nothing is pending."""
+        return self.saved.wait(timeout)
+
+    def pending_note(self):
+        """Why the data may not be final yet (async parse), or None."""
+        return None
+
+
+def not_applicable(config, knobs):
+    """The knobs set away from their defaults that this backend cannot honour, as flag names."""
+    from ..config import KNOBS, flag_name
+
+    return [flag_name(k) for k in knobs if getattr(config, k) != KNOBS[k].default]

@@ -1,0 +1,180 @@
+"""torch_npu.profiler backend: torch_npu's own ``*_ascend_pt`` layout, one run folder per window.
+
+torch_npu never raises from start/step/stop/parse: it prints ``[ERROR]`` lines and returns. Every
+call therefore runs under ``capture_error_lines``, and after the data is saved the run folder is
+checked (profiler_info written, parse output present, parser logs free of errors).
+"""
+
+import glob
+import json
+import os
+import threading
+
+from .. import layout
+from ..errorcapture import capture_error_lines
+from ..errors import BackendUnavailable
+from . import npu_options
+from .base import Backend
+
+
+def import_torch_npu():
+    """torch_npu, or BackendUnavailable saying what is missing."""
+    try:
+        import torch_npu  # noqa: F401 - imported for its side effects and version
+        import torch_npu.profiler  # noqa: F401
+    except Exception as exc:  # noqa: BLE001 - ImportError, or RuntimeError from a broken CANN
+        raise BackendUnavailable(
+            f"--profile-backend npu needs a working torch_npu, but `import torch_npu` failed: "
+            f"{type(exc).__name__}: {exc}. Install torch_npu matching your torch and source the "
+            f"CANN set_env.sh, or use --profile-backend torch.") from None
+    return torch_npu
+
+
+def usable():
+    """(True, version) when torch_npu imports and sees an NPU, else (False, reason)."""
+    try:
+        torch_npu = import_torch_npu()
+    except BackendUnavailable as exc:
+        return False, str(exc)
+    try:
+        if not torch_npu.npu.is_available():
+            return False, "torch_npu imports but reports no NPU (torch_npu.npu.is_available() is False)"
+    except Exception as exc:  # noqa: BLE001
+        return False, f"torch_npu.npu.is_available() failed: {exc}"
+    return True, getattr(torch_npu, "__version__", "unknown")
+
+
+class NpuBackend(Backend):
+    name = "npu"
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._torch_npu = import_torch_npu()
+        self._tp = self._torch_npu.profiler
+        self._prof = None
+        self._stopped = False
+        self._before = set()
+        self._async = self.config.profile_analyse == "async"
+        self._lock = threading.Lock()
+
+    @property
+    def version(self):
+        return getattr(self._torch_npu, "__version__", None)
+
+    @property
+    def step_num(self):
+        return self._prof.step_num
+
+    def _call(self, phase, func, *args, **kwargs):
+        with capture_error_lines(lambda line: self._error(phase, line)):
+            return func(*args, **kwargs)
+
+    def _error(self, phase, message):
+        self.failed = True
+        self.report("error", phase, message)
+
+    def start(self, iteration):
+        config, tp, s = self.config, self._tp, self.schedule
+        exp_kwargs, dropped = npu_options.experimental_kwargs(config, tp)
+        for flag in dropped:
+            self.report("warning", "start", f"torch_npu {self.version} does not support {flag}; "
+                                            f"it is ignored (upgrade torch_npu to use it).")
+        for note in npu_options.behaviour_notes(config, self.version):
+            self.report("warning", "start", note)
+        experimental = tp._ExperimentalConfig(**exp_kwargs)
+        # Keywords, not positions: torch_npu's schedule takes (wait, active, warmup, ...).
+        schedule = tp.schedule(wait=s.wait, active=s.active, warmup=s.warmup, repeat=s.repeat,
+                               skip_first=s.skip_first)
+        os.makedirs(self.save_dir, exist_ok=True)
+        self._before = set(self._run_dirs())
+        parse = config.profile_analyse != "offline"
+        handler = self._call("start", tp.tensorboard_trace_handler, self.save_dir,
+                             worker_name=layout.worker_name(self.rank), analyse_flag=parse,
+                             async_mode=self._async)
+        if handler is None:
+            self._error("start", "torch_npu refused the trace handler (see the [ERROR] line "
+                                 "above); data would go to ./export_only_prof_dir instead")
+
+        def on_trace_ready(prof):
+            if handler is not None:
+                handler(prof)
+            self._after_save()
+
+        kwargs = npu_options.profile_kwargs(config, tp, experimental, schedule, on_trace_ready)
+        self._prof = self._call("start", tp.profile, **kwargs)
+        if self.metadata:
+            self._call("start", self._prof.add_metadata_json, "distributed_args",
+                       json.dumps(self.metadata))
+        # Number the steps as the training log does: kernel_details' Step Id = iteration.
+        self._prof.step_num = iteration
+        self._prof.current_action = schedule(iteration)
+        self._call("start", self._prof.start)
+
+    def step(self):
+        self._call("step", self._prof.step)
+
+    def stop(self):
+        if self._prof is None or self._stopped:
+            return
+        self._stopped = True
+        self._call("stop", self._prof.stop)
+        if not self.saved.is_set() and not self.outputs():
+            self._mark_saved()  # stopped in warm-up: torch_npu deletes the folder, nothing to wait for
+
+    def _run_dirs(self):
+        pattern = os.path.join(self.save_dir, f"{layout.worker_name(self.rank)}_{os.getpid()}_*"
+                                              f"{layout.ASCEND_PT_SUFFIX}")
+        return glob.glob(pattern)
+
+    def outputs(self):
+        return sorted(set(self._run_dirs()) - self._before)
+
+    def _after_save(self):
+        runs = self.outputs()
+        if not runs:
+            self._error("save", f"torch_npu wrote no run folder under {self.save_dir}")
+        for run in runs:
+            if not glob.glob(os.path.join(run, "profiler_info*.json")):
+                self._error("save", f"{run} has no profiler_info*.json: torch_npu did not finish "
+                                    f"writing this window")
+        if self.config.profile_analyse == "sync":
+            self.check_parsed()
+        self._mark_saved()
+
+    def check_parsed(self):
+        """After a parse: output folder present and parser logs without errors."""
+        complete = True
+        for run in self.outputs():
+            out = os.path.join(run, layout.ASCEND_OUTPUT_DIR)
+            if not os.path.isdir(out):
+                complete = False
+                if self.config.profile_analyse == "sync":
+                    self._error("parse", f"{run} has no {layout.ASCEND_OUTPUT_DIR}: parsing failed; "
+                                         f"see the [ERROR] lines above and run `mindspeed-prof "
+                                         f"analyse {run}`")
+            for log_file in glob.glob(os.path.join(run, "logs", "*.log")):
+                for line in _error_lines(log_file):
+                    self._error("parse", f"{os.path.basename(log_file)}: {line}")
+        return complete
+
+    def pending_note(self):
+        if self.config.profile_analyse == "offline":
+            return "raw data only (--profile-analyse offline): run `mindspeed-prof analyse`"
+        if self._async and not all(os.path.isdir(os.path.join(r, layout.ASCEND_OUTPUT_DIR))
+                                   for r in self.outputs()):
+            return "torch_npu is parsing in a child process (--profile-analyse async)"
+        return None
+
+
+def _error_lines(path, limit=20):
+    lines = []
+    try:
+        with open(path, errors="replace") as handle:
+            for line in handle:
+                if "[ERROR]" in line or " ERROR " in line:
+                    lines.append(line.strip())
+                    if len(lines) >= limit:
+                        break
+    except OSError:
+        pass
+    return lines

@@ -1,0 +1,60 @@
+"""Profiling a plain training loop, the way torch_npu's single-card example reads::
+
+    import mindspeed_prof
+    config = mindspeed_prof.ProfilerConfig(profile=True, profile_step_start=3, profile_step_end=5)
+    with mindspeed_prof.profile(config, train_iters=10) as prof:
+        for iteration in range(1, 11):
+            train_one_step()
+            prof.step()
+
+Iterations are 1-based like Megatron's log; ``first_iteration`` is where a resumed loop starts.
+Rank and world size default to torch.distributed (when initialised) or torchrun's environment.
+"""
+
+from .environment import rank_from_env
+from .manager import ProfilerManager
+
+
+def exit_reason(exc_type, exc):
+    """How a block ended, in the words the manifest records."""
+    if exc_type is None:
+        return "finished", None
+    if issubclass(exc_type, SystemExit):
+        return "sys.exit", f"exit code {exc.code!r}"
+    if issubclass(exc_type, KeyboardInterrupt):
+        return "interrupted", "KeyboardInterrupt (SIGINT)"
+    return "exception", f"{exc_type.__name__}: {exc}"
+
+
+class profile:
+    def __init__(self, config, *, train_iters=None, first_iteration=1, exit_interval=None,
+                 rank=None, world_size=None, parallel=None):
+        self.config = config
+        self.train_iters, self.first_iteration = train_iters, first_iteration
+        self.exit_interval = exit_interval
+        env_rank, env_world, local_rank = rank_from_env()
+        self.rank = env_rank if rank is None else rank
+        self.world_size = env_world if world_size is None else world_size
+        self.local_rank = local_rank
+        self.parallel = parallel
+        self.iteration = first_iteration
+        self.manager = None
+
+    def __enter__(self):
+        self.manager = ProfilerManager(self.config, rank=self.rank, world_size=self.world_size,
+                                       local_rank=self.local_rank, parallel=self.parallel)
+        self.manager.arm(first_iteration=self.first_iteration, train_iters=self.train_iters,
+                         exit_interval=self.exit_interval)
+        self.manager.step_begin(self.iteration)
+        return self
+
+    def step(self):
+        """The current iteration finished; the next one begins."""
+        self.manager.step_end(self.iteration)
+        self.iteration += 1
+        self.manager.step_begin(self.iteration)
+
+    def __exit__(self, exc_type, exc, tb):
+        reason, detail = exit_reason(exc_type, exc)
+        self.manager.close(reason, detail)
+        return False

@@ -1,0 +1,325 @@
+"""Just enough of bash's grammar to find simple commands in a launch script, with their offsets.
+
+``scan(text)`` returns every simple command the shell would run (``Command``): its words and
+redirections with their character offsets, and where its and-or list starts. Comments,
+heredoc bodies, quoted strings and ``$(...)`` stay inside words or are skipped, so a commented-out
+``torchrun`` or an ``echo "torchrun ..."`` is never mistaken for a launch. Compound commands
+(``if``/``case``/``for``/functions) are flattened: their bodies' simple commands are listed in
+order. This is a scanner for editing, not an interpreter: nothing is expanded.
+"""
+
+import re
+from dataclasses import dataclass, field
+
+_BLANK = " \t"
+_METACHARS = " \t\n;&|()<>"
+_REDIR = re.compile(r"\d*(?:&>>|&>|>>|>&|>\||<<<|<<-|<<|<&|<>|>|<)")
+_CONTROL = ("&&", "||", ";;&", ";;", ";&", "|&", "&", ";", "|", "(", ")")
+_ASSIGNMENT_HEAD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
+# At command position these only open or close a compound command; what follows is a command.
+_OPENERS = {"if", "then", "else", "elif", "while", "until", "do", "{"}
+_CLOSERS = {"fi", "done", "}", "esac"}
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: str  # "word", "redir", "op" or "newline"
+    text: str
+    start: int
+    end: int
+
+
+@dataclass
+class Command:
+    """One simple command: ``words`` are its arguments (assignments and wrappers included)."""
+    words: list
+    redirects: list = field(default_factory=list)  # (operator Token, target Token or None)
+    list_start: int = 0  # offset where its and-or list (``a && b | c``) begins
+
+    @property
+    def start(self):
+        return min([self.words[0].start] + [op.start for op, _ in self.redirects[:1]])
+
+
+class ScanError(ValueError):
+    """The text is not a shell script this scanner can follow (unterminated quote, ...)."""
+
+
+def line_of(text, offset):
+    return text.count("\n", 0, offset) + 1
+
+
+# ---- words -------------------------------------------------------------------------------------
+
+def _skip_single(text, i):
+    end = text.find("'", i + 1)
+    if end < 0:
+        raise ScanError(f"unterminated ' quote at line {line_of(text, i)}")
+    return end + 1
+
+
+def _skip_double(text, i):
+    i += 1
+    while i < len(text):
+        char = text[i]
+        if char == "\\":
+            i += 2
+        elif char == '"':
+            return i + 1
+        elif char == "$":
+            i = _skip_dollar(text, i)
+        elif char == "`":
+            i = _skip_backtick(text, i)
+        else:
+            i += 1
+    raise ScanError(f'unterminated " quote at line {line_of(text, i)}')
+
+
+def _skip_backtick(text, i):
+    i += 1
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+        elif text[i] == "`":
+            return i + 1
+        else:
+            i += 1
+    raise ScanError(f"unterminated ` at line {line_of(text, i)}")
+
+
+def _skip_group(text, i, close):
+    """From just inside an opening bracket to just past its ``close``, minding quotes/comments."""
+    opening = {")": "(", "}": "{"}[close]
+    depth = 1
+    while i < len(text):
+        char = text[i]
+        if char == "\\":
+            i += 2
+            continue
+        if char == "'" and close == ")":
+            i = _skip_single(text, i)
+            continue
+        if char == '"':
+            i = _skip_double(text, i)
+            continue
+        if char == "`":
+            i = _skip_backtick(text, i)
+            continue
+        if char == "$":
+            i = _skip_dollar(text, i)
+            continue
+        if char == "#" and close == ")" and (i == 0 or text[i - 1] in " \t\n("):
+            newline = text.find("\n", i)
+            i = len(text) if newline < 0 else newline
+            continue
+        if char == opening:
+            depth += 1
+        elif char == close:
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    raise ScanError(f"unterminated {opening} at line {line_of(text, i)}")
+
+
+def _skip_dollar(text, i):
+    """Past ``$NAME``, ``${...}``, ``$(...)``, ``$((...))``, ``$'...'`` or a lone ``$``."""
+    nxt = text[i + 1:i + 2]
+    if nxt == "(":
+        return _skip_group(text, i + 2, ")")
+    if nxt == "{":
+        return _skip_group(text, i + 2, "}")
+    if nxt == "'":
+        j = i + 2
+        while j < len(text) and text[j] != "'":
+            j += 2 if text[j] == "\\" else 1
+        if j >= len(text):
+            raise ScanError(f"unterminated $' quote at line {line_of(text, i)}")
+        return j + 1
+    if nxt == '"':
+        return _skip_double(text, i + 1)
+    match = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-]").match(text, i + 1)
+    return match.end() if match else i + 1
+
+
+def _read_word(text, i):
+    start = i
+    while i < len(text):
+        char = text[i]
+        if char == "\\":
+            i += 2
+        elif char == "'":
+            i = _skip_single(text, i)
+        elif char == '"':
+            i = _skip_double(text, i)
+        elif char == "`":
+            i = _skip_backtick(text, i)
+        elif char == "$":
+            i = _skip_dollar(text, i)
+        elif char == "(" and _ASSIGNMENT_HEAD.fullmatch(text, start, i):
+            i = _skip_group(text, i + 1, ")")  # NAME=( ... ) array, comments allowed inside
+        elif char in "<>" and text[i + 1:i + 2] == "(" and i == start:
+            i = _skip_group(text, i + 2, ")")  # process substitution
+        elif char in _METACHARS:
+            break
+        else:
+            i += 1
+    return min(i, len(text))
+
+
+# ---- tokens ------------------------------------------------------------------------------------
+
+def tokenize(text):
+    """Tokens of ``text``; comments, line continuations and heredoc bodies are left out."""
+    tokens, heredocs, i = [], [], 0
+    while i < len(text):
+        char = text[i]
+        if char in _BLANK or text.startswith("\\\n", i):
+            i += 1 if char in _BLANK else 2
+        elif char == "#":
+            newline = text.find("\n", i)
+            i = len(text) if newline < 0 else newline
+        elif char == "\n":
+            tokens.append(Token("newline", "\n", i, i + 1))
+            i += 1
+            for delimiter, strip_tabs in heredocs:
+                i = _skip_heredoc(text, i, delimiter, strip_tabs)
+            heredocs = []
+        elif (match := _REDIR.match(text, i)) and not text.startswith(("<(", ">("), match.end() - 1):
+            tokens.append(Token("redir", match.group(), i, match.end()))
+            i = match.end()
+            if match.group().lstrip("0123456789") in ("<<", "<<-"):
+                heredocs.append((_heredoc_delimiter(text, i), match.group().endswith("-")))
+        elif char in ";&|()":
+            op = next(op for op in _CONTROL if text.startswith(op, i))
+            tokens.append(Token("op", op, i, i + len(op)))
+            i += len(op)
+        else:
+            end = _read_word(text, i)
+            tokens.append(Token("word", text[i:end], i, end))
+            i = end
+    return tokens
+
+
+def _heredoc_delimiter(text, i):
+    while i < len(text) and text[i] in _BLANK:
+        i += 1
+    return dequote(text[i:_read_word(text, i)])
+
+
+def _skip_heredoc(text, i, delimiter, strip_tabs):
+    while i < len(text):
+        newline = text.find("\n", i)
+        end = len(text) if newline < 0 else newline
+        line = text[i:end]
+        i = end + 1
+        if (line.lstrip("\t") if strip_tabs else line) == delimiter:
+            return min(i, len(text))
+    return len(text)
+
+
+def dequote(word):
+    """The literal value of a word with every expansion replaced by ``\\0`` (so ``\\0`` = unknown)."""
+    out, i = [], 0
+    while i < len(word):
+        char = word[i]
+        if char == "\\":
+            out.append(word[i + 1:i + 2])
+            i += 2
+        elif char == "'":
+            end = _skip_single(word, i)
+            out.append(word[i + 1:end - 1])
+            i = end
+        elif char == '"':
+            end = _skip_double(word, i)
+            out.append(_dequote_double(word[i + 1:end - 1]))
+            i = end
+        elif char == "$" and word[i + 1:i + 2] == "'":
+            end = _skip_dollar(word, i)
+            out.append(word[i + 2:end - 1])
+            i = end
+        elif char in "$`":
+            end = _skip_dollar(word, i) if char == "$" else _skip_backtick(word, i)
+            out.append("\0" if end > i + 1 else "$")
+            i = end
+        else:
+            out.append(char)
+            i += 1
+    return "".join(out)
+
+
+def _dequote_double(inner):
+    out, i = [], 0
+    while i < len(inner):
+        char = inner[i]
+        if char == "\\" and inner[i + 1:i + 2] in ('"', "\\", "$", "`"):
+            out.append(inner[i + 1])
+            i += 2
+        elif char in "$`":
+            end = _skip_dollar(inner, i) if char == "$" else _skip_backtick(inner, i)
+            out.append("\0" if end > i + 1 else "$")
+            i = end
+        else:
+            out.append(char)
+            i += 1
+    return "".join(out)
+
+
+# ---- commands ----------------------------------------------------------------------------------
+
+def scan(text):
+    """Every simple command of ``text`` in source order (a list of ``Command``)."""
+    commands, current = [], None
+    list_start, joined = None, False
+    case_depth, in_pattern = 0, False
+    tokens = tokenize(text)
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        index += 1
+        if in_pattern:  # case patterns: skip up to the ')' that ends them
+            if token.kind == "word" and token.text == "esac":
+                case_depth, in_pattern = case_depth - 1, False
+            elif token.kind == "op" and token.text == ")":
+                in_pattern = False
+            continue
+        if token.kind in ("op", "newline"):
+            if current is not None:
+                commands.append(current)
+                current = None
+            if token.text in ("&&", "||", "|", "|&"):
+                joined = True
+                continue
+            if token.kind == "newline" and joined:
+                continue  # `a &&` newline `b`: still one and-or list
+            joined, list_start = False, None
+            if token.text in (";;", ";&", ";;&") and case_depth:
+                in_pattern = True
+            continue
+        if current is None and token.kind == "word" and not joined:
+            if token.text in _OPENERS or token.text in _CLOSERS:
+                if token.text == "esac":
+                    case_depth = max(case_depth - 1, 0)
+                continue
+            if token.text == "!" and list_start is None:
+                list_start = token.start
+                continue
+        if current is None:
+            current = Command(words=[], list_start=token.start if list_start is None else list_start)
+            if not joined and list_start is None:
+                list_start = token.start
+            joined = False
+        if token.kind == "redir":
+            target = tokens[index] if index < len(tokens) and tokens[index].kind == "word" else None
+            current.redirects.append((token, target))
+            index += target is not None
+            continue
+        current.words.append(token)
+        texts = [word.text for word in current.words]
+        if texts[0] == "case" and len(texts) == 3 and texts[2] == "in":
+            commands.append(current)
+            current, case_depth, in_pattern = None, case_depth + 1, True
+            joined, list_start = False, None
+    if current is not None:
+        commands.append(current)
+    return [command for command in commands if command.words]
