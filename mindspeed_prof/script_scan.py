@@ -252,7 +252,9 @@ def _dequote_double(inner):
     out, i = [], 0
     while i < len(inner):
         char = inner[i]
-        if char == "\\" and inner[i + 1:i + 2] in ('"', "\\", "$", "`"):
+        if char == "\\" and inner[i + 1:i + 2] == "\n":
+            i += 2  # a continuation inside double quotes vanishes, as in bash
+        elif char == "\\" and inner[i + 1:i + 2] in ('"', "\\", "$", "`"):
             out.append(inner[i + 1])
             i += 2
         elif char in "$`":
@@ -323,3 +325,42 @@ def scan(text):
     if current is not None:
         commands.append(current)
     return [command for command in commands if command.words]
+
+
+# ---- variables ---------------------------------------------------------------------------------
+
+_EXPANSION = re.compile(r'"?\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?:\[[@*]\])?\}|([A-Za-z_][A-Za-z0-9_]*))"?')
+_DECLARERS = {"export", "declare", "typeset", "local", "readonly"}
+
+
+def expansion_name(word):
+    """NAME when ``word`` is only ``$NAME``, ``${NAME}`` or ``${NAME[@]}`` (quoted or not)."""
+    match = _EXPANSION.fullmatch(word)
+    if not match or word.startswith('"') != word.endswith('"'):
+        return None
+    return match.group(1) or match.group(2)
+
+
+def assignments(commands):
+    """``{NAME: [(word Token, value words)]}`` for each ``NAME=value`` statement of the script.
+
+    Value words are what an unquoted expansion would split into (``\\0`` marks an unknown part).
+    ``NAME=x cmd`` is left out: it sets NAME for ``cmd`` alone.
+    """
+    found = {}
+    for command in commands:
+        words = [w for w in command.words if not (w is command.words[0] and w.text in _DECLARERS)]
+        words = [w for w in words if not w.text.startswith("-")] if len(words) < len(
+            command.words) else words
+        if not words or not all(_ASSIGNMENT_HEAD.match(w.text) for w in words):
+            continue
+        for word in words:
+            head = _ASSIGNMENT_HEAD.match(word.text)
+            name = re.match(r"[A-Za-z_][A-Za-z0-9_]*", word.text).group()
+            value = word.text[head.end():]
+            if value.startswith("(") and value.endswith(")"):
+                values = [dequote(t.text) for t in tokenize(value[1:-1]) if t.kind == "word"]
+            else:
+                values = dequote(value).split()
+            found.setdefault(name, []).append((word, values))
+    return found

@@ -1,0 +1,239 @@
+"""Recognise the commands of a launch script that start Python, and which of them train.
+
+``find_launches`` looks at every simple command (see ``script_scan``) and keeps those run by
+torchrun, ``python -m torch.distributed.run/launch`` or ``python SCRIPT``: where the launcher's own
+options end, which word is the training script (where ``-m mindspeed_prof.launch`` goes), and a
+verdict with its reason, so a script nothing can be done with gets an error that says why.
+"""
+
+import re
+from dataclasses import dataclass
+from functools import partial
+
+from .errors import ConfigError
+from .script_scan import ScanError, assignments, dequote, expansion_name, line_of, scan
+
+LAUNCHER_MODULE = "mindspeed_prof.launch"
+TRAINING, LAUNCHER_ONLY, REJECTED = "training", "launcher only", "rejected"
+
+# torch.distributed.run's options that take no value (torch 1.10 ... 2.13; `--use-env` is
+# torch.distributed.launch's own).
+TORCHRUN_FLAGS = frozenset({
+    "-h", "--help", "--standalone", "-m", "--module", "--no-python", "--no_python",
+    "--run-path", "--run_path", "--virtual-local-rank", "--virtual_local_rank",
+    "--use-env", "--use_env"})
+# Those that take one; an option missing from both is judged by what follows it.
+TORCHRUN_VALUED = frozenset({
+    "--nnodes", "--nproc-per-node", "--nproc_per_node", "--rdzv-backend", "--rdzv_backend",
+    "--rdzv-endpoint", "--rdzv_endpoint", "--rdzv-id", "--rdzv_id", "--rdzv-conf", "--rdzv_conf",
+    "--max-restarts", "--max_restarts", "--monitor-interval", "--monitor_interval",
+    "--start-method", "--start_method", "--event-log-handler", "--event_log_handler", "--role",
+    "--log-dir", "--log_dir", "-r", "--redirects", "-t", "--tee", "--local-ranks-filter",
+    "--local_ranks_filter", "--duplicate-stdout-filters", "--duplicate_stdout_filters",
+    "--duplicate-stderr-filters", "--duplicate_stderr_filters", "--node-rank", "--node_rank",
+    "--master-addr", "--master_addr", "--master-port", "--master_port", "--local-addr",
+    "--local_addr", "--logs-specs", "--logs_specs", "--numa-binding", "--numa_binding",
+    "--signals-to-handle", "--signals_to_handle", "--shutdown-timeout", "--shutdown_timeout"})
+_DISTRIBUTED_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+_PYTHON = re.compile(r"python(?:\d+(?:\.\d+)*)?")
+_PYTHON_VALUED = "WXcm"  # python's one-letter options that take a value
+# Only names that hold the launcher's options by convention; anything else needs its value.
+_LAUNCHER_VARIABLE = re.compile(r"(?:^|_)(?:DISTRIBUTED|DIST|LAUNCHER|LAUNCH|TORCHRUN)(?:_|$)")
+_NOT_TRAINING = (
+    (re.compile(r"preprocess|tokeniz"), "data preprocessing"),
+    (re.compile(r"convert|ckpt|checkpoint|merge|export"), "checkpoint conversion"),
+    (re.compile(r"eval|infer|generat|serve|server"), "evaluation or inference"),
+    (re.compile(r"download"), "a download"),
+)
+_TRAINING = re.compile(r"train|finetune")
+_UNSUPPORTED = ("deepspeed", "accelerate", "srun", "mpirun", "horovodrun", "msrun")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A command that starts Python, and what adapt-script makes of it."""
+    command: object  # script_scan.Command
+    line: int
+    launcher: str  # "torchrun", "python -m torch.distributed.launch", "python", ...
+    script: object  # the Token `-m mindspeed_prof.launch` goes before (None: nowhere)
+    script_name: str
+    verdict: str  # TRAINING, LAUNCHER_ONLY or REJECTED
+    reason: str
+    adapted: bool  # already runs under mindspeed_prof.launch
+
+    def describe(self):
+        return f"line {self.line}: {self.launcher} {self.script_name} ({self.reason})"
+
+
+def find_launches(text, commands=None):
+    """Every command of ``text`` that starts Python or a launcher, as ``Launch`` records."""
+    commands = scan_commands(text) if commands is None else commands
+    values = assignments(commands)
+    return [launch for command in commands
+            if (launch := _inspect(text, command, values)) is not None]
+
+
+def scan_commands(text):
+    """``script_scan.scan`` with its syntax errors turned into usage errors."""
+    try:
+        return scan(text)
+    except ScanError as exc:
+        raise ConfigError(f"cannot follow the shell syntax: {exc}") from None
+
+
+def command_lines(text, launch):
+    """The line numbers a launch's command spans (continuations included)."""
+    return set(range(launch.line, line_of(text, launch.command.words[-1].end) + 1))
+
+
+def _inspect(text, command, values):
+    words, i = command.words, _skip_prefixes(command.words)
+    if i >= len(words):
+        return None
+    head = _literal(words[i].text, values)
+    program = head.rsplit("/", 1)[-1] if head else None
+
+    def launch(launcher, script=None, verdict=REJECTED, reason="", adapted=False, name=""):
+        return Launch(command, line_of(text, words[0].start), launcher, script,
+                      name or (script.text if script else ""), verdict, reason, adapted)
+
+    if program in _UNSUPPORTED:
+        return launch(program, reason=f"{program} is not supported; use torchrun or python")
+    if program == "torchrun":
+        return _classify(partial(launch, "torchrun"), True, words,
+                         *_launcher_options(words, i + 1, values))
+    if program is None or not _PYTHON.fullmatch(program):
+        return None
+    j, module, problem = _python_options(words, i + 1)
+    if problem:
+        return launch(program, reason=problem)
+    if module in _DISTRIBUTED_MODULES:
+        return _classify(partial(launch, f"{program} -m {module}"), True, words,
+                         *_launcher_options(words, j, values))
+    if module == LAUNCHER_MODULE:
+        return _classify(partial(launch, program), False, words, j - 1, True, None)
+    if module:
+        return launch(f"{program} -m {module}", reason="runs a module, not a training script")
+    return _classify(partial(launch, program), False, words, j, False, None)
+
+
+def _skip_prefixes(words):
+    """Index of the program word, past ``VAR=x``, ``nohup``, ``exec``, ``time``, ``env``."""
+    i = 0
+    while i < len(words):
+        word = dequote(words[i].text)
+        if re.match(r"[A-Za-z_][A-Za-z0-9_]*\+?=", words[i].text) or word in ("nohup", "command"):
+            i += 1
+        elif word in ("exec", "time", "env"):
+            i += 1
+            while i < len(words) and words[i].text.startswith("-"):
+                i += 2 if words[i].text in ("-a", "-u", "--unset") else 1
+        else:
+            break
+    return i
+
+
+def _python_options(words, i):
+    """(index after python's own options, ``-m`` module or None, why it cannot be used)."""
+    while i < len(words):
+        token = dequote(words[i].text)
+        if not token.startswith("-") or token == "-":
+            return i, None, None if token != "-" else "reads the program from stdin"
+        if token.startswith("--"):
+            i += 2 if token == "--check-hash-based-pycs" else 1
+            continue
+        for k, letter in enumerate(token[1:], start=1):
+            if letter in _PYTHON_VALUED:
+                value = token[k + 1:] or (dequote(words[i + 1].text) if i + 1 < len(words) else "")
+                i += 1 if token[k + 1:] else 2
+                if letter == "c":
+                    return i, None, "runs a -c program, not a script"
+                if letter == "m":
+                    return i, value, None
+                break
+        else:
+            i += 1
+    return i, None, "runs no script"
+
+
+def _launcher_options(words, i, values):
+    """Walk torchrun's options: (script index or None, -m given, why the script was not found)."""
+    module = False
+    while i < len(words):
+        text = words[i].text
+        name = expansion_name(text)
+        if name is not None:
+            kind = _variable_kind(name, values)
+            if kind == "options":
+                i += 1
+                continue
+            if kind == "script":
+                return i, module, None
+            return None, module, (f"cannot tell whether ${name} holds launcher options or the "
+                                  f"training script")
+        token = dequote(text)
+        if not token.startswith("-"):
+            return i, module, None
+        option = token.split("=", 1)[0]
+        if option in ("--no-python", "--no_python"):
+            return None, module, "--no-python runs a program, not a Python script"
+        module = module or option in ("-m", "--module")
+        following = dequote(words[i + 1].text) if i + 1 < len(words) else ""
+        if "=" in token or option in TORCHRUN_FLAGS:
+            i += 1
+        elif option in TORCHRUN_VALUED or not (following.endswith(".py") or
+                                               following.startswith("-")):
+            i += 2
+        else:
+            i += 1  # an unknown flag right before the script or another option
+    return None, module, "no script after the launcher's options"
+
+
+def _variable_kind(name, values):
+    found = [words for _, words in values.get(name, [])]
+    if found and all(w and w[0].startswith("-") and not any(x.endswith(".py") for x in w)
+                     for w in found):
+        return "options"
+    if found and all(len(w) == 1 and w[0].endswith(".py") for w in found):
+        return "script"
+    return "options" if _LAUNCHER_VARIABLE.search(name) else None
+
+
+def _literal(text, values):
+    """The literal value of a word; a variable assigned one literal value counts as that value."""
+    token = dequote(text)
+    if "\0" not in token:
+        return token
+    found = {tuple(words) for _, words in values.get(expansion_name(text) or "", [])}
+    if len(found) == 1 and len(only := next(iter(found))) == 1 and "\0" not in only[0]:
+        return only[0]
+    return None
+
+
+def _classify(launch, distributed, words, index, module, problem):
+    """The verdict on a launch whose script word is ``words[index]``."""
+    if problem or index is None:
+        return launch(reason=problem or "no script")
+    script = words[index]
+    adapted = module and dequote(script.text) == LAUNCHER_MODULE
+    if module and not adapted:
+        return launch(reason="-m runs a module; adapt-script needs a script path",
+                      name=f"-m {script.text}")
+    if adapted:
+        if index + 1 >= len(words):
+            return launch(reason=f"{LAUNCHER_MODULE} without a script")
+        index += 1
+    name = dequote(words[index].text).rsplit("/", 1)[-1].lower()
+    shown = words[index].text
+    if "\0" in name:
+        verdict = LAUNCHER_ONLY if distributed else REJECTED
+        return launch(script, verdict, "the script is chosen at run time", adapted, shown)
+    for pattern, what in _NOT_TRAINING:
+        if pattern.search(name):
+            return launch(script, REJECTED, f"looks like {what}", adapted, shown)
+    if _TRAINING.search(name):
+        return launch(script, TRAINING, "training entry", adapted, shown)
+    if not distributed:
+        return launch(script, REJECTED, "not named like a training entry", adapted, shown)
+    return launch(script, LAUNCHER_ONLY, "the only kind of command a launcher runs here",
+                  adapted, shown)

@@ -1,0 +1,80 @@
+"""Switching the integration on: decided from the command line, applied as modules import.
+
+Nothing is patched unless the command line carries a ``--profile*`` flag. Then the argument
+patches land when ``megatron.training.arguments`` is imported, and the loop patches when Megatron's
+args are validated with profiling on. If ``--profile`` was asked for but no patched ``train()``
+ever ran, the process says so at exit instead of silently producing nothing.
+"""
+
+import atexit
+import sys
+
+from mindspeed_prof import log
+from mindspeed_prof.arguments import profile_tokens_present
+from mindspeed_prof.patches import import_hooks
+from mindspeed_prof.patches.megatron_args import (PARSE_ARGS, VALIDATE_ARGS,
+                                                  mindspeed_prof_parse_args_wrapper,
+                                                  mindspeed_prof_validate_args_wrapper)
+from mindspeed_prof.patches.state import registry, state
+
+# Host modules after whose import our patches must be (re)checked: MindSpeed's and
+# MindSpeed-LLM's adaptors patch Megatron, and MindSpeed-LLM's removes every patch first.
+ADAPTORS = ("mindspeed.megatron_adaptor", "mindspeed_llm.megatron_adaptor",
+            "mindspeed_llm.training.training")
+
+
+def activate(argv=None, by="launcher"):
+    """Arm the patches if ``argv`` (default: this process's arguments) asks for profiling."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if state.activated_by is not None:
+        return True
+    if not profile_tokens_present(argv):
+        return False
+    state.activated_by, state.argv = by, argv
+    import_hooks.when_imported("megatron.training.arguments", _patch_arguments)
+    for adaptor in ADAPTORS:
+        import_hooks.when_imported(adaptor, _recheck)
+    import_hooks.when_imported("mindspeed.features_manager", _register_feature)
+    atexit.register(_warn_if_not_connected)
+    return True
+
+
+def _patch_arguments(module):
+    registry.register(PARSE_ARGS, mindspeed_prof_parse_args_wrapper)
+    registry.register(VALIDATE_ARGS, mindspeed_prof_validate_args_wrapper)
+    registry.ensure()
+
+
+def _recheck(module):
+    if "megatron.training.arguments" in sys.modules:
+        registry.ensure()
+
+
+def _register_feature(module):
+    from mindspeed_prof.patches.mindspeed_feature import register_with_features_manager
+    register_with_features_manager(module)
+
+
+def _warn_if_not_connected():
+    wanted = state.config.profile if state.config is not None else "--profile" in (state.argv or [])
+    # The autoload hook sees every Python process whose command line mentions --profile; only a
+    # process that imported Megatron was meant to train.
+    training = state.activated_by != "autoload" or any(
+        name in sys.modules for name in ("megatron.training", "megatron.core"))
+    if wanted and training and not state.train_hooked:
+        log.error("--profile was given, but no Megatron training loop ran under mindspeed_prof's "
+                  "hooks, so nothing was profiled. The chain was not connected: run the script "
+                  "with `python -m mindspeed_prof.launch` (or torchrun ... -m "
+                  "mindspeed_prof.launch), check that it trains through "
+                  "megatron.training.pretrain/train, or use mindspeed_prof.profile() in a plain loop.")
+
+
+def deactivate():
+    """Undo every patch and forget the activation (tests, MindSpeed's repatch)."""
+    registry.undo()
+    import_hooks.forget_all()
+    try:
+        atexit.unregister(_warn_if_not_connected)
+    except Exception:  # noqa: BLE001
+        pass
+    state.reset()

@@ -1,0 +1,102 @@
+"""Megatron's training loop: ``train`` owns the manager's life, ``train_step`` feeds it iterations.
+
+``train`` is wrapped in try/finally because every way out of Megatron's loop (return,
+``sys.exit`` from ``--exit-interval``/``--exit-duration-in-mins``/the signal handler, an
+exception) leaves through it; the manager is created per ``train()`` call so an in-process
+restart gets a fresh one. ``train_step`` passes its arguments and its result through untouched
+(4-, 7- or 8-tuples across versions) and only tells the manager which iteration runs.
+"""
+
+import functools
+import importlib.util
+
+from mindspeed_prof import ranks
+from mindspeed_prof.errors import ConfigError
+from mindspeed_prof.loop import exit_reason
+from mindspeed_prof.manager import ProfilerManager
+from mindspeed_prof.patches.state import registry, state, usage_exit
+from mindspeed_prof.patches.topology import distributed_args, rank_layout
+
+TRAIN = "megatron.training.training.train"
+TRAIN_STEP = "megatron.training.training.train_step"
+LLM_TRAIN = "mindspeed_llm.training.training.train"
+
+
+def _get_args():
+    from megatron.training.global_vars import get_args
+    return get_args()
+
+
+def mindspeed_prof_train_step_wrapper(train_step):
+    @functools.wraps(train_step)
+    def train_step_with_profiler(*args, **kwargs):
+        manager = state.manager
+        if manager is None:
+            return train_step(*args, **kwargs)
+        # 0.16+ passes the loop counter as `iteration=`; earlier versions set args.curr_iteration.
+        iteration = kwargs.get("iteration")
+        if iteration is None:
+            iteration = _get_args().curr_iteration
+        logged = iteration + 1  # the number the training log prints for this step
+        manager.step_begin(logged)
+        result = train_step(*args, **kwargs)
+        manager.step_end(logged)
+        return result
+
+    return train_step_with_profiler
+
+
+def mindspeed_prof_train_wrapper(train):
+    @functools.wraps(train)
+    def train_with_profiler(*args, **kwargs):
+        config = state.config
+        if config is None or not config.profile or state.manager is not None:
+            return train(*args, **kwargs)
+        megatron_args = _get_args()
+        manager = _start_manager(config, megatron_args)
+        state.manager, state.train_hooked = manager, True
+        reason, detail = "finished", None
+        try:
+            return train(*args, **kwargs)
+        except BaseException as exc:
+            reason, detail = exit_reason(type(exc), exc)
+            raise
+        finally:
+            state.manager = None
+            manager.close(reason, detail)
+
+    return train_with_profiler
+
+
+def _start_manager(config, args):
+    import torch.distributed as dist
+
+    initialised = dist.is_available() and dist.is_initialized()
+    rank = dist.get_rank() if initialised else int(getattr(args, "rank", 0) or 0)
+    world = dist.get_world_size() if initialised else int(getattr(args, "world_size", 1) or 1)
+    try:
+        layout = rank_layout(world) if ranks.needs_topology(config.profile_ranks) else None
+        manager = ProfilerManager(config, rank=rank, world_size=world,
+                                  local_rank=getattr(args, "local_rank", None), layout_of=layout,
+                                  parallel=distributed_args(args, rank, world))
+        manager.arm(first_iteration=int(args.iteration) + 1, train_iters=args.train_iters,
+                    exit_interval=getattr(args, "exit_interval", None))
+    except ConfigError as exc:
+        usage_exit(str(exc), rank=rank, show=rank == 0 or _rank_specific(exc))
+    return manager
+
+
+def _rank_specific(exc):
+    return "--profile-save-path" in str(exc) or "--profile-backend" in str(exc)
+
+
+def hook_training_loop():
+    """Patch train/train_step (and MindSpeed-LLM's own train, which replaces Megatron's)."""
+    registry.register(TRAIN, mindspeed_prof_train_wrapper)
+    registry.register(TRAIN_STEP, mindspeed_prof_train_step_wrapper)
+    targets = [TRAIN, TRAIN_STEP]
+    if importlib.util.find_spec("mindspeed_llm") is not None:
+        registry.register(LLM_TRAIN, mindspeed_prof_train_wrapper)
+        targets.append(LLM_TRAIN)
+    for target in targets:
+        registry.ensure(target)

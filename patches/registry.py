@@ -1,0 +1,170 @@
+"""Register patches by dotted target, apply them, undo them.
+
+Applying wraps the target's current object and then rebinds every module attribute that still
+points at the replaced object: MindSpeed-LLM and Megatron's tasks do
+``from megatron.training.training import train_step`` and would otherwise keep calling the
+unwrapped function. Wrappers stack with anyone else's (each wraps what it finds). When MindSpeed's
+patch manager is active in the process, patches go through it instead, so its own re-application
+keeps ours in the chain. ``ensure()`` re-applies a patch whose wrapper someone removed (MindSpeed-
+LLM's adaptor calls ``remove_patches()``); ``undo()`` puts the originals back.
+"""
+
+import importlib
+import sys
+
+MARK = "_mindspeed_prof_patch"
+
+
+def _resolve(target):
+    module_name, attr = target.rsplit(".", 1)
+    return importlib.import_module(module_name), attr
+
+
+def _chain(func):
+    """``func`` and everything it wraps (functools.wraps sets __wrapped__)."""
+    seen = set()
+    while func is not None and id(func) not in seen:
+        seen.add(id(func))
+        yield func
+        func = getattr(func, "__wrapped__", None)
+
+
+def in_chain(func, marker):
+    return any(getattr(f, MARK, None) == marker for f in _chain(func))
+
+
+def _rebind(old, new, skip_module=None):
+    """Point every module attribute that holds ``old`` at ``new``; returns where it did."""
+    places = []
+    for name, module in list(sys.modules.items()):
+        if module is None or module is skip_module or name.startswith("mindspeed_prof"):
+            continue
+        try:
+            namespace = vars(module)
+        except TypeError:
+            continue
+        for attr, value in list(namespace.items()):
+            if value is old:
+                try:
+                    setattr(module, attr, new)
+                    places.append((module, attr))
+                except (AttributeError, TypeError):
+                    pass
+    return places
+
+
+class Patch:
+    def __init__(self, target, decorator):
+        if not decorator.__name__.endswith("_wrapper"):
+            raise ValueError(f"{decorator.__name__}: patch decorators end in '_wrapper' so that "
+                             f"MindSpeed's patch manager stacks them instead of replacing")
+        self.target = target
+        self.decorator = decorator
+        self.marker = f"{target}:{decorator.__name__}"
+        self.original = None
+        self.installed = None
+        self.places = []
+        self.via_mindspeed = False
+
+    def wrap(self, func):
+        wrapped = self.decorator(func)
+        setattr(wrapped, MARK, self.marker)
+        return wrapped
+
+
+def _mindspeed_manager():
+    """MindSpeed's patch manager when MindSpeed is active in this process, else None."""
+    module = sys.modules.get("mindspeed.patch_utils")
+    return getattr(module, "MindSpeedPatchesManager", None) if module else None
+
+
+class PatchRegistry:
+    def __init__(self):
+        self.patches = {}
+
+    def register(self, target, decorator):
+        patch = self.patches.get(target)
+        if patch is None or patch.decorator is not decorator:
+            self.patches[target] = Patch(target, decorator)
+        return self.patches[target]
+
+    def apply(self, target=None):
+        """Apply one registered target (or all) whose module is imported; idempotent."""
+        for patch in self._selected(target):
+            self._apply(patch)
+
+    def ensure(self, target=None):
+        """Re-apply patches that are no longer in their target's call chain."""
+        for patch in self._selected(target):
+            try:
+                module, attr = _resolve(patch.target)
+            except ImportError:
+                continue  # the host lacks this module (e.g. no MindSpeed-LLM training)
+            if patch.installed is not None and not in_chain(getattr(module, attr, None),
+                                                            patch.marker):
+                patch.installed = None
+            self._apply(patch)
+
+    def _selected(self, target):
+        if target is None:
+            return list(self.patches.values())
+        return [self.patches[target]] if target in self.patches else []
+
+    def _apply(self, patch):
+        module, attr = _resolve(patch.target)
+        current = getattr(module, attr)
+        if in_chain(current, patch.marker):
+            return
+        manager = _mindspeed_manager()
+        if manager is not None:
+            if getattr(patch, "mindspeed_wrapper", None) is None:
+                patch.mindspeed_wrapper = _named_wrapper(patch)
+            manager.register_patch(patch.target, patch.mindspeed_wrapper)
+            manager.apply_patches()
+            installed = getattr(module, attr)
+            if in_chain(installed, patch.marker):
+                patch.via_mindspeed = True
+                patch.original = current
+                patch.installed = installed
+                return
+        patch.original = current
+        patch.installed = patch.wrap(current)
+        setattr(module, attr, patch.installed)
+        patch.places = [(module, attr)] + _rebind(current, patch.installed, skip_module=module)
+
+    def undo(self):
+        """Restore every patched attribute; a wrapper someone stacked on stays, turned inert."""
+        for patch in reversed(list(self.patches.values())):
+            if patch.installed is None:
+                continue
+            if patch.via_mindspeed:
+                _undo_in_mindspeed(patch)
+            for module, attr in patch.places:
+                if getattr(module, attr, None) is patch.installed:
+                    setattr(module, attr, patch.original)
+            patch.installed = None
+            patch.places = []
+        self.patches.clear()
+
+
+def _named_wrapper(patch):
+    def wrapper(func):
+        return patch.wrap(func)
+
+    # MindSpeed stacks a function whose name ends in "wrapper"; it must not look like MindSpeed's
+    # own wrappers either, since MindSpeed removes wrappers by name.
+    wrapper.__name__ = patch.decorator.__name__
+    wrapper.__qualname__ = patch.decorator.__qualname__
+    return wrapper
+
+
+def _undo_in_mindspeed(patch):
+    manager = _mindspeed_manager()
+    info = getattr(manager, "patches_info", {}).get(patch.target) if manager else None
+    if info is None:
+        return
+    wrappers = getattr(info, "wrappers", [])
+    if getattr(patch, "mindspeed_wrapper", None) in wrappers:
+        wrappers.remove(patch.mindspeed_wrapper)
+        info.is_applied = False
+        manager.apply_patches()

@@ -1,0 +1,69 @@
+"""The job's parallel layout, read from Megatron once profiling starts.
+
+``distributed_args`` is what torch_npu stores in ``profiler_metadata.json`` (MindSpeed-LLM writes
+the same keys) so msprof-analyze and MindStudio Insight fill their TP/PP/DP columns.
+``rank_layout`` gives every rank's coordinates for the ``--profile-ranks`` selectors; it costs one
+all_gather at start-up, done only when a selector is used.
+"""
+
+import os
+
+
+def _size(getter_name, fallback):
+    try:
+        from megatron.core import parallel_state as ps
+        if ps.model_parallel_is_initialized():
+            return getattr(ps, getter_name)()
+    except Exception:  # noqa: BLE001 - older/newer megatron-core: use args
+        pass
+    return fallback
+
+
+def distributed_args(args, rank, world_size):
+    tp = int(getattr(args, "tensor_model_parallel_size", 1) or 1)
+    pp = int(getattr(args, "pipeline_model_parallel_size", 1) or 1)
+    cp = int(getattr(args, "context_parallel_size", 1) or 1)
+    ep = int(getattr(args, "expert_model_parallel_size", 1) or 1)
+    dp = _size("get_data_parallel_world_size",
+               getattr(args, "data_parallel_size", None) or max(1, world_size // (tp * pp * cp)))
+    return {
+        "tensor_model_parallel_size": tp,
+        "pipeline_model_parallel_size": pp,
+        "data_parallel_size": int(dp),
+        "context_parallel_size": cp,
+        "expert_model_parallel_size": ep,
+        "sequence_parallel": bool(getattr(args, "sequence_parallel", False)),
+        "rank": rank,
+        "world_size": world_size,
+    }
+
+
+def own_coordinates():
+    from megatron.core import parallel_state as ps
+
+    def get(name):
+        try:
+            return int(getattr(ps, name)())
+        except Exception:  # noqa: BLE001 - getter missing or group not built: coordinate 0
+            return 0
+
+    return {
+        "tp": get("get_tensor_model_parallel_rank"),
+        "pp": get("get_pipeline_model_parallel_rank"),
+        "dp": get("get_data_parallel_rank"),
+        "cp": get("get_context_parallel_rank"),
+        "ep": get("get_expert_model_parallel_rank"),
+        # torchrun's GROUP_RANK is the node (agent) index.
+        "node": int(os.environ.get("GROUP_RANK", 0)),
+    }
+
+
+def rank_layout(world_size):
+    import torch.distributed as dist
+
+    mine = own_coordinates()
+    if not (dist.is_available() and dist.is_initialized()):
+        return {0: mine}
+    gathered = [None] * world_size
+    dist.all_gather_object(gathered, mine)
+    return dict(enumerate(gathered))
