@@ -100,7 +100,7 @@ def _inspect(text, command, values):
     if program in _UNSUPPORTED:
         return launch(program, reason=f"{program} is not supported; use torchrun or python")
     if program == "torchrun":
-        return _classify(partial(launch, "torchrun"), True, words,
+        return _classify(partial(launch, "torchrun"), True, words, values,
                          *_launcher_options(words, i + 1, values))
     if program is None or not _PYTHON.fullmatch(program):
         return None
@@ -108,13 +108,13 @@ def _inspect(text, command, values):
     if problem:
         return launch(program, reason=problem)
     if module in _DISTRIBUTED_MODULES:
-        return _classify(partial(launch, f"{program} -m {module}"), True, words,
+        return _classify(partial(launch, f"{program} -m {module}"), True, words, values,
                          *_launcher_options(words, j, values))
     if module == LAUNCHER_MODULE:
-        return _classify(partial(launch, program), False, words, j - 1, True, None)
+        return _classify(partial(launch, program), False, words, values, j - 1, True, None)
     if module:
         return launch(f"{program} -m {module}", reason="runs a module, not a training script")
-    return _classify(partial(launch, program), False, words, j, False, None)
+    return _classify(partial(launch, program), False, words, values, j, False, None)
 
 
 def _skip_prefixes(words):
@@ -210,7 +210,7 @@ def _literal(text, values):
     return None
 
 
-def _classify(launch, distributed, words, index, module, problem):
+def _classify(launch, distributed, words, values, index, module, problem):
     """The verdict on a launch whose script word is ``words[index]``."""
     if problem or index is None:
         return launch(reason=problem or "no script")
@@ -223,7 +223,7 @@ def _classify(launch, distributed, words, index, module, problem):
         if index + 1 >= len(words):
             return launch(reason=f"{LAUNCHER_MODULE} without a script")
         index += 1
-    name = dequote(words[index].text).rsplit("/", 1)[-1].lower()
+    name = (_literal(words[index].text, values) or "\0").rsplit("/", 1)[-1].lower()
     shown = words[index].text
     if "\0" in name:
         verdict = LAUNCHER_ONLY if distributed else REJECTED

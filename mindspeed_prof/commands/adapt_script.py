@@ -1,0 +1,161 @@
+"""``mindspeed-prof adapt-script IN.sh``: write a profiling copy of a training launch script.
+
+The flags are validated by the parser training uses before anything is written. IN.sh is never
+written: an OUT.sh that is IN.sh (same path, a symlink or a hard link to it) is refused, even with
+``--force``. OUT.sh is written atomically with IN.sh's mode bits, and the diff goes to stdout.
+"""
+
+import argparse
+import difflib
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+
+from mindspeed_prof.arguments import add_profile_args, parse_profile_flags
+from mindspeed_prof.errors import ConfigError
+from mindspeed_prof.script_adapter import adapt_script
+
+HELP = ("Write a copy of a training launch script whose training command runs under "
+        "mindspeed_prof.launch with the given --profile* flags (IN.sh is never written).")
+SUFFIX = "_profile"
+
+
+class _RecordFlag(argparse.Action):
+    """Keeps the profile flags as typed (in order) for PROFILE_ARGS; validation comes later."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        tokens = list(getattr(namespace, self.dest) or [])
+        tokens.append(option_string)
+        tokens.extend([values] if isinstance(values, str) else values)
+        setattr(namespace, self.dest, tokens)
+
+
+def add_arguments(parser):
+    parser.add_argument("script", metavar="IN.sh", nargs="?",
+                        help="the launch script to adapt (only read)")
+    parser.add_argument("-o", "--output", metavar="OUT.sh",
+                        help=f"where to write the copy (default: <IN>{SUFFIX}.sh beside IN.sh)")
+    parser.add_argument("--force", action="store_true",
+                        help="overwrite an existing OUT.sh (IN.sh itself is always refused)")
+    parser.add_argument("--line", type=int, action="append", default=[], metavar="N",
+                        help="adapt only the command on line N of IN.sh (repeatable); it may "
+                             "be a launch not named like training. Default: every training "
+                             "command")
+    group = parser.add_argument_group(
+        "profile flags", "written into PROFILE_ARGS in the copy; --profile is implied")
+    # The same definitions training uses, so --help here matches the training's --help.
+    for action in add_profile_args(argparse.ArgumentParser(add_help=False))._actions:
+        nargs = 0 if action.nargs == 0 else action.nargs
+        group.add_argument(*action.option_strings, action=_RecordFlag, dest="profile_argv",
+                           nargs=nargs, metavar=action.metavar if nargs != 0 else None,
+                           default=None, help=(action.help or "").replace("%", "%%"))
+
+
+def run(args):
+    if args.script is None:
+        raise ConfigError("give IN.sh before the flags: mindspeed-prof adapt-script IN.sh "
+                          "--profile-ranks 0 1 (--profile-ranks takes every value up to the "
+                          "next option)")
+    source, output = args.script, args.output or default_output(args.script)
+    text = _read(source)
+    flags = profile_tokens(args.profile_argv or [])
+    config = parse_profile_flags(flags, environ={}, implied_profile=True)
+    _refuse_input(source, output)
+    result = adapt_script(text, flags, lines=args.line)
+    for note in list(result.notes) + config.warnings() + _path_notes(config):
+        print(f"note: {note}", file=sys.stderr)
+    if not result.changed:
+        print(f"{source} is already adapted with these flags; nothing to do", file=sys.stderr)
+        return 0
+    if os.path.lexists(output) and not args.force:
+        raise ConfigError(f"{output} exists; pass --force to overwrite it, or -o another path")
+    _write(source, output, result.text)
+    sys.stdout.writelines(_diff(text, result.text, source, output))
+    where = ", ".join(f"line {launch.line}" for launch in result.launches)
+    print(f"wrote {output}: adapted the training command at {where}", file=sys.stderr)
+    if len(result.launches) > 1:
+        print(f"note: {len(result.launches)} training commands were adapted, so each one that "
+              f"runs profiles; --line N adapts only the one on line N", file=sys.stderr)
+    return 0
+
+
+def default_output(source):
+    root, ext = os.path.splitext(source)
+    return f"{root}{SUFFIX}{ext or '.sh'}"
+
+
+def profile_tokens(typed):
+    """``--profile`` first (implied), then the flags as typed."""
+    return typed if "--profile" in typed else ["--profile"] + list(typed)
+
+
+def _read(path):
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}; give the path of a launch "
+                          f"script") from None
+    # surrogateescape keeps any non-UTF-8 byte as it was, so untouched text stays byte-identical.
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _refuse_input(source, output):
+    same = os.path.realpath(source) == os.path.realpath(output)
+    if not same and os.path.exists(output):
+        same = os.path.samefile(source, output)  # a hard link shares the inode
+    if same:
+        raise ConfigError(f"refusing to write {output}: it is {source} itself (or a link to it), "
+                          f"which adapt-script never modifies; give another path with -o")
+    if os.path.isdir(output):
+        raise ConfigError(f"{output} is a directory; give a file path with -o")
+    folder = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(folder):
+        raise ConfigError(f"cannot write {output}: directory {folder} does not exist")
+
+
+def _write(source, output, text):
+    folder = os.path.dirname(os.path.abspath(output))
+    handle, temp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(output)}.",
+                                    suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(text.encode("utf-8", "surrogateescape"))
+        os.chmod(temp, stat.S_IMODE(os.stat(source).st_mode))
+        _check_syntax(source, temp)
+        os.replace(temp, output)  # a symlink at OUT is replaced, never followed
+    except BaseException:
+        if os.path.exists(temp):
+            os.unlink(temp)
+        raise
+
+
+def _check_syntax(source, temp):
+    """Refuse to write a copy bash cannot parse when the original parses (a bug of ours)."""
+    bash = shutil.which("bash")
+    if bash is None or _bash_parses(bash, temp) or not _bash_parses(bash, source):
+        return
+    raise ConfigError(f"the adapted copy of {source} fails `bash -n` although {source} passes; "
+                      f"nothing was written. Please report this with the script, and add the "
+                      f"flags by hand meanwhile")
+
+
+def _bash_parses(bash, path):
+    completed = subprocess.run([bash, "-n", path], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, timeout=30, check=False)
+    return completed.returncode == 0
+
+
+def _path_notes(config):
+    relative = [value for value in (config.profile_config,) if value and not os.path.isabs(value)]
+    return [f"--profile-config {value} is relative: the training resolves it from the directory "
+            f"it runs in" for value in relative]
+
+
+def _diff(old, new, source, output):
+    for line in difflib.unified_diff(old.splitlines(True), new.splitlines(True),
+                                     fromfile=source, tofile=output):
+        yield line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
