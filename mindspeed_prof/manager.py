@@ -171,11 +171,11 @@ class ProfilerManager:
 
     def _catch_up(self, iteration):
         while self._state == "running" and self._backend.step_num < iteration:
-            self._advance(self._backend.step_num)
+            self._advance(self._backend.step_num, executed=False)
 
-    def _advance(self, iteration):
+    def _advance(self, iteration, executed=True):
         self._backend.step()
-        if iteration >= self.schedule.start:
+        if executed and iteration >= self.schedule.start:
             self._window["iterations_recorded"].append(iteration)
         end = self.schedule.end
         if end is not None and iteration + 1 >= end:
@@ -244,10 +244,15 @@ class ProfilerManager:
         self.closed = True
         try:
             if self._state == "running":
+                recorded = self._window["iterations_recorded"]
                 self._finish_window()
-                self.report("warning", "stop", f"training ended ({reason}) inside the window; "
-                                               f"iterations {self._window['iterations_recorded']} "
-                                               f"were recorded")
+                if recorded:
+                    self.report("warning", "stop", f"training ended ({reason}) inside the window; "
+                                                   f"iterations {recorded} were recorded")
+                else:
+                    self.report("warning", "stop", f"training ended ({reason}) before iteration "
+                                                   f"{self.schedule.start} completed; nothing was "
+                                                   f"profiled")
             if self._backend is not None and not self._backend.wait(wait_timeout):
                 self.report("error", "stop", f"the trace was still being written after "
                                              f"{wait_timeout} s when the process ended")

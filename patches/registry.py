@@ -33,23 +33,22 @@ def in_chain(func, marker):
     return any(getattr(f, MARK, None) == marker for f in _chain(func))
 
 
-def _rebind(old, new, skip_module=None):
-    """Point every module attribute that holds ``old`` at ``new``; returns where it did."""
+def _rebind(attr, old, new, skip_module=None):
+    """Point every module attribute named ``attr`` that holds ``old`` at ``new``.
+
+    Only the same name, as MindSpeed does: a host that kept the original under another name
+    (``_orig_train_step``) to call it from its own replacement must keep it, or it would recurse.
+    """
     places = []
     for name, module in list(sys.modules.items()):
         if module is None or module is skip_module or name.startswith("mindspeed_prof"):
             continue
         try:
-            namespace = vars(module)
-        except TypeError:
+            if getattr(module, attr, None) is old:
+                setattr(module, attr, new)
+                places.append((module, attr))
+        except Exception:  # noqa: BLE001 - lazy modules may raise on attribute access
             continue
-        for attr, value in list(namespace.items()):
-            if value is old:
-                try:
-                    setattr(module, attr, new)
-                    places.append((module, attr))
-                except (AttributeError, TypeError):
-                    pass
     return places
 
 
@@ -130,7 +129,8 @@ class PatchRegistry:
         patch.original = current
         patch.installed = patch.wrap(current)
         setattr(module, attr, patch.installed)
-        patch.places = [(module, attr)] + _rebind(current, patch.installed, skip_module=module)
+        patch.places = [(module, attr)] + _rebind(attr, current, patch.installed,
+                                                   skip_module=module)
 
     def undo(self):
         """Restore every patched attribute; a wrapper someone stacked on stays, turned inert."""

@@ -1,0 +1,32 @@
+"""Shared test set-up: the tests/ folder is importable (harness, fakes), patches are undone after
+each test, and the environment a test sees carries no profiling switches of the developer's."""
+
+import os
+import sys
+
+import pytest
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(TESTS)
+if TESTS not in sys.path:
+    sys.path.insert(0, TESTS)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "e2e: runs torchrun with real megatron-core (slow)")
+
+
+@pytest.fixture(autouse=True)
+def _clean_profiling_env(monkeypatch):
+    for name in list(os.environ):
+        if name.startswith("MINDSPEED_PROF_") or name.startswith("FAKE_TORCH_NPU"):
+            monkeypatch.delenv(name, raising=False)
+    yield
+
+
+@pytest.fixture
+def undo_patches():
+    """Deactivate mindspeed_prof's patches after the test, whatever it did."""
+    yield
+    from mindspeed_prof.patches import deactivate
+    deactivate()

@@ -1,0 +1,26 @@
+"""Mirror of ``mindspeed.features_manager``: a feature list iterated at call time."""
+
+from .feature import MindSpeedFeature
+
+
+class MindSpeedFeaturesManager:
+    FEATURES_LIST = []
+
+    @classmethod
+    def register_features_args(cls, parser):
+        for feature in cls.FEATURES_LIST:
+            feature.register_args(parser)
+
+    @classmethod
+    def post_validate_features_args(cls, args):
+        for feature in cls.FEATURES_LIST:
+            feature.post_validate_args(args)
+
+    @classmethod
+    def apply_features_patches(cls, patch_manager, args):
+        for feature in cls.FEATURES_LIST:
+            feature.register_patches(patch_manager, args)
+        patch_manager.apply_patches()
+
+
+__all__ = ["MindSpeedFeature", "MindSpeedFeaturesManager"]

@@ -1,0 +1,50 @@
+import os
+import subprocess
+import sys
+
+import pytest
+
+from mindspeed_prof.autoload import is_launcher
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PTH = os.path.join(REPO, "mindspeed_prof", "autoload", "mindspeed_prof_autoload.pth")
+
+
+@pytest.mark.parametrize("argv", [
+    ["python", "/venv/bin/torchrun", "--nproc-per-node", "2", "pretrain_gpt.py", "--profile"],
+    ["python", "-m", "torch.distributed.run", "pretrain_gpt.py", "--profile"],
+    ["python", "/venv/bin/mindspeed-prof", "show-config", "--profile"],
+])
+def test_launchers_are_not_training_processes(argv):
+    assert is_launcher(argv)
+
+
+@pytest.mark.parametrize("argv", [
+    ["python", "-u", "pretrain_gpt.py", "--profile"],
+    ["python", "-m", "mindspeed_prof.launch", "pretrain_gpt.py", "--profile"],
+])
+def test_training_processes_are_not_launchers(argv):
+    assert not is_launcher(argv)
+
+
+def run_pth_line(tmp_path, args, env_extra=None):
+    # A script file, not -c: the line itself contains "--profile" and would see it in argv.
+    script = tmp_path / "probe.py"
+    script.write_text(open(PTH).read() +
+                      "\nimport sys\nprint('mindspeed_prof.patches.activate' in sys.modules)\n")
+    env = dict(os.environ, **(env_extra or {}))
+    result = subprocess.run([sys.executable, str(script)] + args, capture_output=True, text=True,
+                            env=env, check=True)
+    return result.stdout.strip() == "True"
+
+
+def test_pth_line_loads_nothing_without_profile_flags(tmp_path):
+    assert run_pth_line(tmp_path, ["--train-iters", "5"]) is False
+
+
+def test_pth_line_arms_the_patches_when_profile_is_on_the_command_line(tmp_path):
+    assert run_pth_line(tmp_path, ["--profile"]) is True
+
+
+def test_autoload_can_be_switched_off(tmp_path):
+    assert run_pth_line(tmp_path, ["--profile"], {"MINDSPEED_PROF_AUTOLOAD": "0"}) is False

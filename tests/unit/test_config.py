@@ -1,0 +1,91 @@
+import dataclasses
+
+import pytest
+
+from mindspeed_prof.config import KNOBS, ProfilerConfig, flag_name
+from mindspeed_prof.errors import ConfigError
+
+
+def test_defaults_match_megatron_and_mindspeed_llm():
+    config = ProfilerConfig()
+    assert (config.profile, config.profile_step_start, config.profile_step_end) == (False, 10, 12)
+    assert config.profile_ranks == (0,)
+    assert config.profile_level == "level0"
+    assert config.profile_export_type == "text"
+    assert config.profile_save_path == "./profile_dir"
+    assert config.profile_data_simplification is False
+
+
+@pytest.mark.parametrize("spelling", ["level1", "Level1", "LEVEL1"])
+def test_level_accepts_every_spelling(spelling):
+    assert ProfilerConfig(profile_level=spelling).profile_level == "level1"
+
+
+def test_level_none_accepts_torch_npu_spelling():
+    assert ProfilerConfig(profile_level="Level_none").profile_level == "level_none"
+
+
+@pytest.mark.parametrize("spelling", ["PipeUtilization", "pipeutilization",
+                                      "ACL_AICORE_PIPE_UTILIZATION", "acl_aicore_pipe_utilization"])
+def test_aic_metrics_accepts_attribute_and_acl_names(spelling):
+    assert ProfilerConfig(profile_aic_metrics=spelling).profile_aic_metrics == "PipeUtilization"
+
+
+def test_unknown_level_names_the_flag_and_the_choices():
+    with pytest.raises(ConfigError, match=r"--profile-level 'level9'.*level_none, level0"):
+        ProfilerConfig(profile_level="level9")
+
+
+def test_end_before_start_names_both_flags_and_the_fix():
+    with pytest.raises(ConfigError) as info:
+        ProfilerConfig(profile_step_start=10, profile_step_end=5)
+    assert "--profile-step-end 5 must be > --profile-step-start 10; use -1" in str(info.value)
+
+
+def test_end_minus_one_means_until_training_ends():
+    assert ProfilerConfig(profile_step_start=3, profile_step_end=-1).profile_step_end == -1
+
+
+def test_start_zero_is_refused():
+    with pytest.raises(ConfigError, match="--profile-step-start 0 must be >= 1"):
+        ProfilerConfig(profile_step_start=0)
+
+
+def test_wrong_type_names_the_flag_and_what_is_expected():
+    with pytest.raises(ConfigError, match="--profile-step-start '5' has the wrong type: expected an integer"):
+        ProfilerConfig(profile_step_start="5")
+
+
+def test_config_is_immutable_and_replace_revalidates():
+    config = ProfilerConfig()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.profile = True
+    with pytest.raises(ConfigError):
+        config.replace(profile_step_end=3)
+
+
+def test_export_type_combination_is_canonical():
+    assert ProfilerConfig(profile_export_type="DB,text").profile_export_type == "text,db"
+
+
+def test_host_sys_accepts_commas_and_refuses_unknown_names():
+    assert ProfilerConfig(profile_host_sys=("cpu,mem", "disk")).profile_host_sys == ("cpu", "mem", "disk")
+    with pytest.raises(ConfigError, match="--profile-host-sys 'gpu'"):
+        ProfilerConfig(profile_host_sys=("gpu",))
+
+
+def test_aic_metrics_at_level0_produces_a_warning_naming_both_flags():
+    notes = ProfilerConfig(profile_aic_metrics="PipeUtilization").warnings()
+    assert any("--profile-aic-metrics PipeUtilization is ignored at --profile-level level0" in n
+               for n in notes)
+
+
+def test_op_attr_without_db_export_is_warned():
+    assert any("--profile-op-attr" in n for n in ProfilerConfig(profile_op_attr=True).warnings())
+
+
+def test_every_field_has_a_flag_name_and_help():
+    for name, spec in KNOBS.items():
+        assert name.startswith("profile")
+        assert flag_name(name).startswith("--profile")
+        assert spec.metadata["help"]
