@@ -54,7 +54,7 @@ def adapt_script(text, profile_args, lines=()):
     for launch in chosen:
         carried = [w for w in launch.command.words if VARIABLE in w.text]
         definition = _our_definition(text, commands, launch.command) if carried else None
-        if carried and (definition is None or carried[-1].text not in (ARRAY_REF, STRING_REF)):
+        if carried and (definition is None or carried[-1].text != ref):
             raise ConfigError(
                 f"line {launch.line}: the training command already passes {carried[-1].text}, "
                 f"the script's own profile flags; remove it there, or edit that variable "
@@ -93,7 +93,7 @@ def _choose(text, launches, lines):
         missing = sorted(lines - {n for l in chosen for n in command_lines(text, l)})
         if missing:
             raise ConfigError(_listing(
-                f"no Python launch this tool can adapt starts on line "
+                f"no Python launch this tool can adapt is on line "
                 f"{', '.join(map(str, missing))}", text, launches))
         return chosen
     training = [l for l in launches if l.verdict == TRAINING]
@@ -105,23 +105,26 @@ def _choose(text, launches, lines):
     if others:
         raise ConfigError(_listing("several launches and none named like training; choose "
                                    "with --line N", text, launches))
-    raise ConfigError(_listing("no training command found", text, launches))
+    raise ConfigError(_listing("no training command found (--line N adapts the command on line N "
+                               "anyway)", text, launches))
 
 
 def _listing(headline, text, launches):
-    lines = [f"{headline}. Commands that start Python:"]
-    lines += [f"  {launch.describe()}" for launch in launches] or ["  (none)"]
-    seen = {launch.line for launch in launches}
+    """The headline, then each launch seen and why it was not taken, then stray mentions."""
+    entries = {launch.line: launch.describe() for launch in launches}
     spans = [(l.command.words[0].start, l.command.words[-1].end) for l in launches]
+    mentions = 0
     for match in re.finditer(r"torchrun|torch\.distributed\.(?:run|launch)|\w*train\w*\.py", text):
         line = line_of(text, match.start())
-        if line not in seen and not any(a <= match.start() < b for a, b in spans):
-            if len(seen) >= len(launches) + _MENTIONS_LISTED:
-                break
-            seen.add(line)
-            lines.append(f"  line {line}: {match.group()} appears only in a comment, string or "
+        if line in entries or any(a <= match.start() < b for a, b in spans):
+            continue
+        if mentions == _MENTIONS_LISTED:
+            break
+        mentions += 1
+        entries[line] = (f"line {line}: {match.group()} appears only in a comment, string or "
                          f"heredoc, which the script does not run")
-    return "\n".join(lines)
+    listed = [f"  {entries[line]}" for line in sorted(entries)] or ["  (none)"]
+    return "\n".join([f"{headline}. Python launches and mentions seen:"] + listed)
 
 
 # ---- editing -----------------------------------------------------------------------------------
@@ -139,14 +142,24 @@ def profile_args_value(profile_args, posix=False):
 
 
 def _our_definition(text, commands, command):
-    """The ``PROFILE_ARGS=...`` word written by adapt-script right before ``command``, if any."""
+    """The ``PROFILE_ARGS=...`` word adapt-script wrote for ``command``, if any.
+
+    Ours sits right before the command: inline (``PROFILE_ARGS=(...); torchrun``) or on its own
+    line under the marker comment. Any other PROFILE_ARGS belongs to the script's author.
+    """
     before = [c for c in commands if c.words[-1].end <= command.list_start]
     if not before or len(before[-1].words) != 1:
         return None
     word = before[-1].words[0]
+    if not word.text.startswith(f"{VARIABLE}="):
+        return None
     gap = text[word.end:command.list_start]
-    between = [t for t in tokenize(gap) if t.kind != "newline" and t.text != ";"]
-    return word if word.text.startswith(f"{VARIABLE}=") and not between else None
+    if gap == "; ":
+        return word
+    line_begin = text.rfind("\n", 0, word.start) + 1
+    marker_begin = text.rfind("\n", 0, max(line_begin - 1, 0)) + 1
+    marked = text[marker_begin:line_begin].strip() == MARKER
+    return word if marked and not gap.strip() and gap.count("\n") == 1 else None
 
 
 def _new_definition(text, tokens, command, assignment):

@@ -164,6 +164,9 @@ def _launcher_options(words, i, values):
         name = expansion_name(text)
         if name is not None:
             kind = _variable_kind(name, values)
+            following = dequote(words[i + 1].text) if i + 1 < len(words) else ""
+            if kind is None and following.endswith(".py") and "\0" not in following:
+                kind = "options"  # `torchrun $OPTS pretrain_gpt.py`: the script is the next word
             if kind == "options":
                 i += 1
                 continue

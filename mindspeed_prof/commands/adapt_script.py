@@ -74,8 +74,9 @@ def run(args):
         raise ConfigError(f"{output} exists; pass --force to overwrite it, or -o another path")
     _write(source, output, result.text)
     sys.stdout.writelines(_diff(text, result.text, source, output))
-    where = ", ".join(f"line {launch.line}" for launch in result.launches)
-    print(f"wrote {output}: adapted the training command at {where}", file=sys.stderr)
+    where = ", ".join(str(launch.line) for launch in result.launches)
+    print(f"wrote {output}: adapted the training command at line{'s' * (len(result.launches) > 1)} "
+          f"{where} of {source}", file=sys.stderr)
     if len(result.launches) > 1:
         print(f"note: {len(result.launches)} training commands were adapted, so each one that "
               f"runs profiles; --line N adapts only the one on line N", file=sys.stderr)

@@ -1,0 +1,293 @@
+"""adapt_script on launch scripts shaped like Megatron-LM's and MindSpeed-LLM's examples.
+
+Every fixture in tests/data/launch_scripts is adapted and then checked four ways: the copy parses
+(``bash -n``), the only changes are insertions of our own text, adapting again changes nothing,
+and, run by the shell with stand-ins for python/torchrun that record their argv, the training
+command gets the launcher and the flags exactly once while every other command runs as before.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mindspeed_prof.errors import ConfigError
+from mindspeed_prof.script_adapter import ARRAY_REF, STRING_REF, adapt_script, find_launches
+from mindspeed_prof.script_scan import dequote, scan
+
+FIXTURES = Path(__file__).resolve().parents[1] / "data" / "launch_scripts"
+FLAGS = ["--profile", "--profile-step-start", "3", "--profile-step-end", "5",
+         "--profile-ranks", "1"]
+LAUNCHER = ["-m", "mindspeed_prof.launch"]
+
+# fixture -> ({env: value} for each way to run it, training script each run starts)
+ADAPTABLE = {
+    "megatron_gpt_arrays.sh": [({}, "pretrain_gpt.py")],
+    "mindspeed_llm_launch_tee.sh": [({}, "pretrain_gpt.py")],
+    "mindspeed_llm_torchrun_moe.sh": [({}, "posttrain_gpt.py")],
+    "pipeline_preprocess_convert_train.sh": [({}, "pretrain_gpt.py")],
+    "nodes_if_else.sh": [({"NNODES": "1"}, "pretrain_gpt.py"),
+                         ({"NNODES": "2"}, "pretrain_gpt.py")],
+    "case_models_python.sh": [({"MODEL": "gpt"}, "pretrain_gpt.py"),
+                              ({"MODEL": "bert"}, "pretrain_bert.py")],
+    "function_set_u.sh": [({}, "pretrain_gpt.py")],
+    "posix_sh.sh": [({}, "pretrain_gpt.py")],
+    "one_liners.sh": [({}, "pretrain_gpt.py")],
+    "launcher_only.sh": [({}, "examples/run_simple_mcore_loop.py")],
+}
+# Records argv (program name first) of every python/torchrun the script starts.
+STUB = """#!/bin/sh
+{ printf '%s\\037' "$(basename "$0")" "$@"; printf '\\036'; } >> "$STUB_LOG"
+"""
+OUR_LINES = re.compile(r"^[ \t]*(# mindspeed-prof adapt-script:.*|PROFILE_ARGS=.*)\n", re.M)
+OUR_INLINE = re.compile(r"PROFILE_ARGS=\([^)]*\); ")
+
+
+def fixture_text(name):
+    return (FIXTURES / name).read_text()
+
+
+def without_our_text(adapted):
+    """The adapted text with every piece adapt-script adds taken out again."""
+    text = OUR_LINES.sub("", adapted)
+    text = OUR_INLINE.sub("", text)
+    text = text.replace(" ".join(LAUNCHER) + " ", "")
+    return text.replace(" " + ARRAY_REF, "").replace(" " + STRING_REF, "")
+
+
+def run_with_stubs(tmp_path, script_text, env, shell="bash"):
+    """Run a script with recording stand-ins for python/torchrun: the argv lists they got."""
+    bin_dir, work = tmp_path / "bin", tmp_path / "work"
+    bin_dir.mkdir(exist_ok=True)
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "logs").mkdir(parents=True)
+    for program in ("python", "python3", "torchrun"):
+        (bin_dir / program).write_text(STUB)
+        (bin_dir / program).chmod(0o755)
+    script, log = work / "run.sh", tmp_path / "argv.log"
+    script.write_text(script_text)
+    log.write_text("")
+    full_env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "STUB_LOG": str(log), **env}
+    done = subprocess.run([shell, str(script)], cwd=work, env=full_env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return [record.split("\037")[:-1] for record in log.read_text().split("\036")[:-1]]
+
+
+def shell_of(text):
+    return "sh" if text.startswith("#!/bin/sh") else "bash"
+
+
+@pytest.mark.parametrize("name", sorted(ADAPTABLE))
+def test_adapted_fixture_passes_bash_n(name, tmp_path):
+    adapted = adapt_script(fixture_text(name), FLAGS).text
+    (tmp_path / name).write_text(adapted)
+    done = subprocess.run(["bash", "-n", str(tmp_path / name)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("name", sorted(ADAPTABLE))
+def test_adaptation_only_inserts_our_text(name):
+    original = fixture_text(name)
+    adapted = adapt_script(original, FLAGS).text
+    assert adapted != original
+    assert without_our_text(adapted) == original
+
+
+@pytest.mark.parametrize("name", sorted(ADAPTABLE))
+def test_adapting_an_adapted_script_changes_nothing(name):
+    once = adapt_script(fixture_text(name), FLAGS)
+    twice = adapt_script(once.text, FLAGS)
+    assert not twice.changed
+    assert twice.text == once.text
+
+
+@pytest.mark.parametrize("name,env,entry", [(name, env, entry)
+                                            for name, runs in sorted(ADAPTABLE.items())
+                                            for env, entry in runs])
+def test_training_command_gets_launcher_and_flags_once_and_nothing_else_changes(
+        name, env, entry, tmp_path):
+    original = fixture_text(name)
+    shell = shell_of(original)
+    before = run_with_stubs(tmp_path, original, env, shell)
+    after = run_with_stubs(tmp_path, adapt_script(original, FLAGS).text, env, shell)
+    assert len(after) == len(before)
+    trained = [argv for argv in after if "mindspeed_prof.launch" in argv]
+    assert len(trained) == 1, after
+    argv = trained[0]
+    at = argv.index("mindspeed_prof.launch")
+    assert argv[at - 1] == "-m" and argv[at + 1].endswith(entry)
+    assert argv[-len(FLAGS):] == FLAGS
+    for flag in ("--profile", "--profile-step-start", "--profile-ranks"):
+        assert argv.count(flag) == 1
+    restored = [a[:at - 1] + a[at + 1:-len(FLAGS)] if a is argv else a for a in after]
+    assert restored == before
+
+
+def test_flag_values_with_spaces_reach_the_command_as_one_argument(tmp_path):
+    flags = FLAGS + ["--profile-save-path", "/tmp/profile out/run 1"]
+    adapted = adapt_script(fixture_text("megatron_gpt_arrays.sh"), flags).text
+    (argv,) = run_with_stubs(tmp_path, adapted, {})
+    assert argv[-2:] == ["--profile-save-path", "/tmp/profile out/run 1"]
+
+
+def test_posix_sh_script_gets_a_string_variable_not_an_array():
+    adapted = adapt_script(fixture_text("posix_sh.sh"), FLAGS).text
+    assert 'PROFILE_ARGS="--profile --profile-step-start 3' in adapted
+    assert adapted.count(STRING_REF) == 1 and ARRAY_REF not in adapted
+
+
+def test_posix_sh_script_refuses_a_value_a_string_cannot_carry():
+    with pytest.raises(ConfigError, match="POSIX sh"):
+        adapt_script(fixture_text("posix_sh.sh"), FLAGS + ["--profile-save-path", "a b"])
+
+
+def test_readapting_with_other_flags_replaces_only_the_definition():
+    once = adapt_script(fixture_text("nodes_if_else.sh"), FLAGS)
+    other = FLAGS[:-1] + ["0"]
+    again = adapt_script(once.text, other)
+    assert again.changed
+    changed = [pair for pair in zip(once.text.splitlines(), again.text.splitlines())
+               if pair[0] != pair[1]]
+    assert len(changed) == 2 and all("PROFILE_ARGS=(" in old for old, _ in changed)
+    assert any("was (--profile" in note for note in again.notes)
+    assert len(again.text) == len(once.text)
+
+
+def test_commands_in_comments_heredocs_and_strings_are_left_alone():
+    adapted = adapt_script(fixture_text("case_models_python.sh"), FLAGS).text
+    assert adapted.count("-m mindspeed_prof.launch") == 2
+    for untouched in ("This job was once launched as: torchrun --nproc_per_node 8 pretrain_gpt.py",
+                      'echo "use torchrun pretrain_gpt.py for multi-GPU runs"',
+                      "# torchrun --nproc_per_node 8 pretrain_gpt.py $GPT_ARGS"):
+        assert untouched + "\n" in adapted
+
+
+def test_command_inside_a_case_arm_line_gets_its_definition_inline():
+    adapted = adapt_script(fixture_text("case_models_python.sh"), FLAGS).text
+    assert ("    bert) PROFILE_ARGS=(--profile --profile-step-start 3 --profile-step-end 5 "
+            "--profile-ranks 1); exec python -m mindspeed_prof.launch pretrain_bert.py" in adapted)
+
+
+def test_preprocessing_and_conversion_commands_are_not_adapted():
+    adapted = adapt_script(fixture_text("pipeline_preprocess_convert_train.sh"), FLAGS)
+    assert [launch.script_name for launch in adapted.launches] == ["pretrain_gpt.py"]
+    assert "python ./preprocess_data.py \\\n" in adapted.text
+    assert "python3 convert_ckpt.py --model-type" in adapted.text
+
+
+def test_unrecognizable_script_lists_every_launch_and_why_it_was_refused():
+    with pytest.raises(ConfigError) as caught:
+        adapt_script(fixture_text("unrecognizable.sh"), FLAGS)
+    message = str(caught.value)
+    assert message.startswith("no training command found")
+    for expected in ("line 4: python tools/preprocess_data.py (looks like data preprocessing)",
+                     "line 5: python convert_ckpt.py (looks like checkpoint conversion)",
+                     "line 6: torchrun evaluation.py (looks like evaluation or inference)",
+                     "line 7: torchrun appears only in a comment, string or heredoc"):
+        assert expected in message
+
+
+def test_line_adapts_a_command_not_named_like_training():
+    text = "#!/bin/bash\npython prepare.py\npython my_job.py --steps 10\n"
+    with pytest.raises(ConfigError, match="line 3: python my_job.py"):
+        adapt_script(text, FLAGS)
+    adapted = adapt_script(text, FLAGS, lines=[3]).text
+    assert "python -m mindspeed_prof.launch my_job.py --steps 10 " + ARRAY_REF in adapted
+    assert "python prepare.py\n" in adapted
+
+
+def test_line_on_a_continued_line_picks_that_command():
+    adapted = adapt_script(fixture_text("nodes_if_else.sh"), FLAGS, lines=[15])
+    assert [launch.line for launch in adapted.launches] == [15]
+    assert adapted.text.count("-m mindspeed_prof.launch") == 1
+
+
+def test_line_without_a_launch_is_an_error():
+    with pytest.raises(ConfigError, match="no Python launch this tool can adapt is on line 2"):
+        adapt_script(fixture_text("nodes_if_else.sh"), FLAGS, lines=[2])
+
+
+def test_two_launches_none_named_like_training_ask_for_line():
+    text = "torchrun --standalone job_a.py\ntorchrun --standalone job_b.py\n"
+    with pytest.raises(ConfigError, match="choose with --line N"):
+        adapt_script(text, FLAGS)
+
+
+def test_script_passing_its_own_profile_args_is_refused_with_the_fix():
+    text = ('PROFILE_ARGS="--profile --profile-step-start 5"\n'
+            "torchrun --nproc_per_node 8 pretrain_gpt.py $GPT_ARGS $PROFILE_ARGS\n")
+    with pytest.raises(ConfigError, match=r"line 2: the training command already passes "
+                                          r"\$PROFILE_ARGS.*edit that variable"):
+        adapt_script(text, FLAGS)
+
+
+def test_script_defining_profile_args_for_something_else_is_refused():
+    text = 'PROFILE_ARGS="--profile default"\ntorchrun pretrain_gpt.py\n'
+    with pytest.raises(ConfigError, match="line 1 already sets PROFILE_ARGS"):
+        adapt_script(text, FLAGS)
+
+
+def test_command_already_under_the_launcher_only_gains_the_flags():
+    text = "torchrun --nproc_per_node 2 -m mindspeed_prof.launch pretrain_gpt.py --x 1\n"
+    adapted = adapt_script(text, FLAGS).text
+    assert adapted.count("mindspeed_prof.launch") == 1
+    assert adapted.endswith("-m mindspeed_prof.launch pretrain_gpt.py --x 1 " + ARRAY_REF + "\n")
+
+
+def test_profile_flags_already_in_an_argument_group_are_noted():
+    text = 'GPT_ARGS="--num-layers 2 --profile-step-start 9"\ntorchrun pretrain_gpt.py $GPT_ARGS\n'
+    notes = adapt_script(text, FLAGS).notes
+    assert any("$GPT_ARGS already passes --profile-step-start" in note for note in notes)
+
+
+@pytest.mark.parametrize("command,expected", [
+    ("python -u -W ignore pretrain_gpt.py --a 1",
+     "python -u -W ignore -m mindspeed_prof.launch pretrain_gpt.py --a 1"),
+    ("torchrun --nproc_per_node 8 --rdzv-id job7 --standalone pretrain_gpt.py",
+     "torchrun --nproc_per_node 8 --rdzv-id job7 --standalone -m mindspeed_prof.launch "
+     "pretrain_gpt.py"),
+    ("python3 -m torch.distributed.run --nnodes=1 $OPTS train.py",
+     "python3 -m torch.distributed.run --nnodes=1 $OPTS -m mindspeed_prof.launch train.py"),
+    ("exec env CUDA_VISIBLE_DEVICES=0 time torchrun --standalone ${MEGATRON}/pretrain_gpt.py",
+     "exec env CUDA_VISIBLE_DEVICES=0 time torchrun --standalone -m mindspeed_prof.launch "
+     "${MEGATRON}/pretrain_gpt.py"),
+])
+def test_launcher_goes_right_before_the_training_script(command, expected):
+    assert adapt_script(command + "\n", FLAGS).text.splitlines()[-1].startswith(expected)
+
+
+@pytest.mark.parametrize("command,reason", [
+    ("torchrun --no-python pretrain.sh", "--no-python"),
+    ("torchrun --standalone -m megatron.pretrain_gpt", "-m runs a module"),
+    ("python -c 'import train'", "-c program"),
+    ("deepspeed pretrain_gpt.py", "deepspeed is not supported"),
+])
+def test_launches_that_cannot_be_wrapped_say_why(command, reason):
+    (launch,) = find_launches(command + "\n")
+    assert reason in launch.reason and launch.script is None
+
+
+def test_scanner_skips_heredoc_bodies_and_comments():
+    text = "cat <<-'END'\n\ttorchrun x.py\n\tEND\n# torchrun y.py\necho ok # torchrun\n"
+    assert [[w.text for w in c.words] for c in scan(text)] == [["cat"], ["echo", "ok"]]
+
+
+def test_scanner_keeps_an_array_with_comments_as_one_word():
+    (command,) = scan("ARGS=(\n  --a 1 # first (one)\n  --b\n)\n")
+    assert command.words[0].text.endswith("--b\n)")
+
+
+def test_dequote_marks_expansions_and_removes_quotes():
+    assert dequote("\"${ROOT}\"/'pre train'.py") == "\0/pre train.py"
+
+
+def test_torchrun_option_tables_match_the_installed_torch():
+    run = pytest.importorskip("torch.distributed.run")
+    from mindspeed_prof.script_launches import TORCHRUN_FLAGS, TORCHRUN_VALUED
+    for action in run.get_args_parser()._actions:
+        for option in action.option_strings:
+            assert option in (TORCHRUN_FLAGS if action.nargs == 0 else TORCHRUN_VALUED), option
