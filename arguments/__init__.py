@@ -1,11 +1,12 @@
 """Every ``--profile*`` flag of mindspeed_prof, and the step from parsed args to ProfilerConfig."""
 
 from .argv import explicit_knobs, profile_tokens_present, rank_tokens
-from .flags import add_profile_args, all_flags, host_defines
+from .flags import add_profile_args, add_recorded_profile_flags, all_flags, host_defines
 from .resolve import config_from_args, parse_profile_flags
 
 __all__ = [
     "add_profile_args",
+    "add_recorded_profile_flags",
     "all_flags",
     "config_from_args",
     "explicit_knobs",

@@ -71,3 +71,26 @@ def add_profile_args(parser):
 
 def all_flags():
     return [flag_name(knob) for knob in KNOBS]
+
+
+class _RecordFlag(argparse.Action):
+    """Collects a profile flag and its values as typed, in order; validation comes later."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        tokens = list(getattr(namespace, self.dest) or [])
+        tokens.append(option_string)
+        tokens.extend([values] if isinstance(values, str) else values)
+        setattr(namespace, self.dest, tokens)
+
+
+def add_recorded_profile_flags(parser, dest="profile_argv", title="profile flags",
+                               description=None):
+    """Declare every profile flag on a command-line tool (so its --help lists them) and collect
+    the typed tokens under ``dest``, for ``parse_profile_flags`` to validate as training would."""
+    group = parser.add_argument_group(title, description)
+    for action in add_profile_args(argparse.ArgumentParser(add_help=False))._actions:
+        nargs = 0 if action.nargs == 0 else action.nargs
+        group.add_argument(*action.option_strings, action=_RecordFlag, dest=dest, nargs=nargs,
+                           metavar=action.metavar if nargs != 0 else None, default=None,
+                           help=(action.help or "").replace("%", "%%"))
+    return parser
