@@ -291,3 +291,21 @@ def test_torchrun_option_tables_match_the_installed_torch():
     for action in run.get_args_parser()._actions:
         for option in action.option_strings:
             assert option in (TORCHRUN_FLAGS if action.nargs == 0 else TORCHRUN_VALUED), option
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "scripts" / "examples"
+EXAMPLE_FLAGS = {  # the commands scripts/examples/README.md shows
+    "megatron_lm/pretrain_gpt.sh": ["--profile", "--profile-step-start", "5",
+                                    "--profile-step-end", "7", "--profile-ranks", "0"],
+    "mindspeed_llm/pretrain_llama2_7b_ptd.sh": [
+        "--profile", "--profile-step-start", "10", "--profile-step-end", "12", "--profile-ranks",
+        "0", "--profile-level", "level1", "--profile-with-cpu", "--profile-save-path",
+        "./profile_llama2_7b"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLE_FLAGS))
+def test_committed_example_copies_are_exactly_what_the_tool_writes(name):
+    original = EXAMPLES / name
+    copy = original.with_name(original.stem + "_profile.sh")
+    assert adapt_script(original.read_text(), EXAMPLE_FLAGS[name]).text == copy.read_text()
