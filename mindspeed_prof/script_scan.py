@@ -36,11 +36,6 @@ class Command:
     redirects: list = field(default_factory=list)  # (operator Token, target Token or None)
     list_start: int = 0  # offset where its and-or list (``a && b | c``) begins
 
-    @property
-    def start(self):
-        return min([self.words[0].start] + [op.start for op, _ in self.redirects[:1]])
-
-
 class ScanError(ValueError):
     """The text is not a shell script this scanner can follow (unterminated quote, ...)."""
 
@@ -176,6 +171,10 @@ def tokenize(text):
         char = text[i]
         if char in _BLANK or text.startswith("\\\n", i):
             i += 1 if char in _BLANK else 2
+        elif text.startswith("((", i):  # arithmetic command: its `<<` is a shift, not a heredoc
+            end = _skip_group(text, i + 1, ")")
+            tokens.append(Token("word", text[i:end], i, end))
+            i = end
         elif char == "#":
             newline = text.find("\n", i)
             i = len(text) if newline < 0 else newline
@@ -298,12 +297,12 @@ def scan(text):
             if token.text in (";;", ";&", ";;&") and case_depth:
                 in_pattern = True
             continue
-        if current is None and token.kind == "word" and not joined:
-            if token.text in _OPENERS or token.text in _CLOSERS:
+        if current is None and token.kind == "word":
+            if token.text in _OPENERS or token.text in _CLOSERS:  # `a && { b; }` too
                 if token.text == "esac":
                     case_depth = max(case_depth - 1, 0)
                 continue
-            if token.text == "!" and list_start is None:
+            if token.text == "!" and list_start is None and not joined:
                 list_start = token.start
                 continue
         if current is None:
@@ -349,9 +348,9 @@ def assignments(commands):
     """
     found = {}
     for command in commands:
-        words = [w for w in command.words if not (w is command.words[0] and w.text in _DECLARERS)]
-        words = [w for w in words if not w.text.startswith("-")] if len(words) < len(
-            command.words) else words
+        words = command.words
+        if words[0].text in _DECLARERS:  # `export NAME=x`, `local -a NAME=(...)`
+            words = [w for w in words[1:] if not w.text.startswith("-")]
         if not words or not all(_ASSIGNMENT_HEAD.match(w.text) for w in words):
             continue
         for word in words:

@@ -13,6 +13,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mindspeed_prof.errors import ConfigError
 from mindspeed_prof.script_adapter import ARRAY_REF, STRING_REF, adapt_script, find_launches
@@ -132,6 +134,18 @@ def test_flag_values_with_spaces_reach_the_command_as_one_argument(tmp_path):
     adapted = adapt_script(fixture_text("megatron_gpt_arrays.sh"), flags).text
     (argv,) = run_with_stubs(tmp_path, adapted, {})
     assert argv[-2:] == ["--profile-save-path", "/tmp/profile out/run 1"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), min_size=1))
+def test_any_flag_value_survives_the_array_definition(value):
+    adapted = adapt_script("torchrun pretrain_gpt.py\n", ["--profile-save-path", value]).text
+    definition = adapted[adapted.index("PROFILE_ARGS=("):adapted.index("\ntorchrun")]
+    assert adapt_script(adapted, ["--profile-save-path", value]).text == adapted
+    done = subprocess.run(["bash", "-c", definition + '\nprintf "%s\\0" "${PROFILE_ARGS[@]}"'],
+                          capture_output=True, timeout=30)
+    assert done.stdout.decode("utf-8", "surrogateescape").split("\0")[:-1] == [
+        "--profile-save-path", value]
 
 
 def test_posix_sh_script_gets_a_string_variable_not_an_array():
@@ -274,6 +288,19 @@ def test_launches_that_cannot_be_wrapped_say_why(command, reason):
 def test_scanner_skips_heredoc_bodies_and_comments():
     text = "cat <<-'END'\n\ttorchrun x.py\n\tEND\n# torchrun y.py\necho ok # torchrun\n"
     assert [[w.text for w in c.words] for c in scan(text)] == [["cat"], ["echo", "ok"]]
+
+
+def test_scanner_does_not_take_an_arithmetic_shift_for_a_heredoc():
+    text = "(( mask = 1 << 3 ))\ntorchrun pretrain_gpt.py\n"
+    assert [c.words[0].text for c in scan(text)] == ["(( mask = 1 << 3 ))", "torchrun"]
+
+
+def test_command_in_a_brace_group_after_and_is_adapted(tmp_path):
+    text = "mkdir -p logs && { torchrun --standalone pretrain_gpt.py; } | tee logs/t.log\n"
+    adapted = adapt_script(text, FLAGS).text
+    assert adapted.endswith("mkdir -p logs && { torchrun --standalone -m mindspeed_prof.launch "
+                            "pretrain_gpt.py " + ARRAY_REF + "; } | tee logs/t.log\n")
+    assert without_our_text(adapted) == text
 
 
 def test_scanner_keeps_an_array_with_comments_as_one_word():
