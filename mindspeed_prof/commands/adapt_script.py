@@ -120,8 +120,12 @@ def _refuse_input(source, output):
 
 def _write(source, output, text):
     folder = os.path.dirname(os.path.abspath(output))
-    handle, temp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(output)}.",
-                                    suffix=".tmp")
+    try:
+        handle, temp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(output)}.",
+                                        suffix=".tmp")
+    except OSError as exc:
+        raise ConfigError(f"cannot write {output}: {exc.strerror}; choose another path with "
+                          f"-o") from None
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(text.encode("utf-8", "surrogateescape"))

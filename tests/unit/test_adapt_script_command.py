@@ -165,3 +165,18 @@ def test_no_temporary_file_is_left_behind(script):
     adapt(script, *FLAGS)  # refused: exists
     assert sorted(p.name for p in script.parent.iterdir()) == [
         "pretrain_gpt.sh", "pretrain_gpt_profile.sh"]
+
+
+def test_unwritable_folder_exits_2_naming_the_output(script, monkeypatch, capsys):
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("tempfile.mkstemp", refuse)
+    assert adapt(script, *FLAGS) == 2
+    err = capsys.readouterr().err
+    assert "cannot write" in err and "Permission denied" in err and "Traceback" not in err
+
+
+def test_missing_output_folder_exits_2(script, tmp_path, capsys):
+    assert adapt(script, "-o", tmp_path / "no" / "out.sh", *FLAGS) == 2
+    assert "does not exist" in capsys.readouterr().err
