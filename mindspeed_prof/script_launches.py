@@ -90,15 +90,15 @@ def _inspect(text, command, values):
     words, i = command.words, _skip_prefixes(command.words)
     if i >= len(words):
         return None
-    head = _literal(words[i].text, values)
-    program = head.rsplit("/", 1)[-1] if head else None
+    program = _basename(words[i].text, values)
 
     def launch(launcher, script=None, verdict=REJECTED, reason="", adapted=False, name=""):
         return Launch(command, line_of(text, words[0].start), launcher, script,
                       name or (script.text if script else ""), verdict, reason, adapted)
 
     if program in _UNSUPPORTED:
-        return launch(program, reason=f"{program} is not supported; use torchrun or python")
+        return launch(program, reason=f"{program} is not a launcher adapt-script edits (torchrun, "
+                                      f"python -m torch.distributed.run/launch, python SCRIPT)")
     if program == "torchrun":
         return _classify(partial(launch, "torchrun"), True, words, values,
                          *_launcher_options(words, i + 1, values))
@@ -202,6 +202,15 @@ def _variable_kind(name, values):
     return "options" if _LAUNCHER_VARIABLE.search(name) else None
 
 
+def _basename(text, values):
+    """The last path component of a word when it is known (``$ROOT/pretrain_gpt.py`` has one)."""
+    base = dequote(text).rsplit("/", 1)[-1]
+    if "\0" not in base:
+        return base
+    whole = _literal(text, values)
+    return whole.rsplit("/", 1)[-1] if whole else None
+
+
 def _literal(text, values):
     """The literal value of a word; a variable assigned one literal value counts as that value."""
     token = dequote(text)
@@ -226,7 +235,7 @@ def _classify(launch, distributed, words, values, index, module, problem):
         if index + 1 >= len(words):
             return launch(reason=f"{LAUNCHER_MODULE} without a script")
         index += 1
-    name = (_literal(words[index].text, values) or "\0").rsplit("/", 1)[-1].lower()
+    name = (_basename(words[index].text, values) or "\0").lower()
     shown = words[index].text
     if "\0" in name:
         verdict = LAUNCHER_ONLY if distributed else REJECTED

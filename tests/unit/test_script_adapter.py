@@ -274,11 +274,21 @@ def test_launcher_goes_right_before_the_training_script(command, expected):
     assert adapt_script(command + "\n", FLAGS).text.splitlines()[-1].startswith(expected)
 
 
+@pytest.mark.parametrize("command", [
+    'torchrun --standalone "$MEGATRON_PATH/pretrain_gpt.py" --x',
+    "${CONDA_PREFIX}/bin/python3 ${ROOT}/posttrain_gpt.py",
+    "ENTRY=train_llama.py\ntorchrun $DISTRIBUTED_ARGS $ENTRY",
+])
+def test_paths_built_from_variables_are_recognised_as_training(command):
+    (launch,) = find_launches(command + "\n")
+    assert (launch.verdict, launch.reason) == ("training", "training entry")
+
+
 @pytest.mark.parametrize("command,reason", [
     ("torchrun --no-python pretrain.sh", "--no-python"),
     ("torchrun --standalone -m megatron.pretrain_gpt", "-m runs a module"),
     ("python -c 'import train'", "-c program"),
-    ("deepspeed pretrain_gpt.py", "deepspeed is not supported"),
+    ("deepspeed pretrain_gpt.py", "deepspeed is not a launcher adapt-script edits"),
 ])
 def test_launches_that_cannot_be_wrapped_say_why(command, reason):
     (launch,) = find_launches(command + "\n")
