@@ -52,9 +52,9 @@ def mindspeed_prof_train_wrapper(train):
         config = state.config
         if config is None or not config.profile or state.manager is not None:
             return train(*args, **kwargs)
-        megatron_args = _get_args()
-        manager = _start_manager(config, megatron_args)
-        state.manager, state.train_hooked = manager, True
+        state.train_hooked = True
+        manager = _start_manager(config, _get_args())
+        state.manager = manager
         reason, detail = "finished", None
         try:
             return train(*args, **kwargs)

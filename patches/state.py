@@ -19,6 +19,7 @@ class _State:
         self.config = None         # ProfilerConfig, once Megatron's args are validated
         self.manager = None        # the live ProfilerManager while train() runs
         self.train_hooked = False  # a patched train() ran: the chain is connected
+        self.usage_error = False   # we stopped the job on bad flags (already said so)
 
 
 state = _State()
@@ -26,6 +27,7 @@ state = _State()
 
 def usage_exit(message, rank=0, show=True):
     """A usage error found inside the training process: one line, exit code 2, no traceback."""
+    state.usage_error = True
     if show:
         log.error(f"{message}", rank=rank)
     sys.stdout.flush()
