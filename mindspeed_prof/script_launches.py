@@ -46,6 +46,9 @@ _NOT_TRAINING = (
     (re.compile(r"download"), "a download"),
 )
 _TRAINING = re.compile(r"train|finetune")
+_PROGRAM_VARIABLE = re.compile(r"PYTHON|TORCHRUN|LAUNCHER", re.I)
+# Programs that run the command given after their own options.
+_RUNNERS = ("uv", "conda", "poetry", "pipenv", "numactl", "taskset", "nice", "ionice", "stdbuf")
 _UNSUPPORTED = ("deepspeed", "accelerate", "srun", "mpirun", "horovodrun", "msrun")
 
 
@@ -62,7 +65,8 @@ class Launch:
     adapted: bool  # already runs under mindspeed_prof.launch
 
     def describe(self):
-        return f"line {self.line}: {self.launcher} {self.script_name} ({self.reason})"
+        what = f"{self.launcher} {self.script_name}".strip()
+        return f"line {self.line}: {what} ({self.reason})"
 
 
 def find_launches(text, commands=None):
@@ -87,10 +91,14 @@ def command_lines(text, launch):
 
 
 def _inspect(text, command, values):
-    words, i = command.words, _skip_prefixes(command.words)
-    if i >= len(words):
+    words = command.words
+    i = _program_index(words, _skip_prefixes(words), values)
+    if i is None:
         return None
-    program = _basename(words[i].text, values)
+    program = shown = _basename(words[i].text, values)
+    if program is None:  # an unknown `$PYTHON` / `$TORCHRUN`: its name tells which it is
+        shown = words[i].text
+        program = "python" if "PYTHON" in expansion_name(shown).upper() else "torchrun"
 
     def launch(launcher, script=None, verdict=REJECTED, reason="", adapted=False, name=""):
         return Launch(command, line_of(text, words[0].start), launcher, script,
@@ -100,21 +108,41 @@ def _inspect(text, command, values):
         return launch(program, reason=f"{program} is not a launcher adapt-script edits (torchrun, "
                                       f"python -m torch.distributed.run/launch, python SCRIPT)")
     if program == "torchrun":
-        return _classify(partial(launch, "torchrun"), True, words, values,
+        return _classify(partial(launch, shown), True, words, values,
                          *_launcher_options(words, i + 1, values))
-    if program is None or not _PYTHON.fullmatch(program):
-        return None
     j, module, problem = _python_options(words, i + 1)
     if problem:
-        return launch(program, reason=problem)
+        return launch(shown, reason=problem)
     if module in _DISTRIBUTED_MODULES:
-        return _classify(partial(launch, f"{program} -m {module}"), True, words, values,
+        return _classify(partial(launch, f"{shown} -m {module}"), True, words, values,
                          *_launcher_options(words, j, values))
     if module == LAUNCHER_MODULE:
-        return _classify(partial(launch, program), False, words, values, j - 1, True, None)
+        return _classify(partial(launch, shown), False, words, values, j - 1, True, None)
     if module:
-        return launch(f"{program} -m {module}", reason="runs a module, not a training script")
-    return _classify(partial(launch, program), False, words, values, j, False, None)
+        return launch(f"{shown} -m {module}", reason="runs a module, not a training script")
+    return _classify(partial(launch, shown), False, words, values, j, False, None)
+
+
+def _program_index(words, i, values):
+    """Where python/torchrun is, or None when the command starts neither.
+
+    Expansions in front of it (``$VENV_PREFIX "${NSYS_CMD[@]}" python ...``) are taken for
+    wrappers that may be empty, and so are runners such as ``uv run`` or ``numactl ...``; an
+    unknown ``$PYTHON`` or ``$TORCHRUN`` is taken for the program itself.
+    """
+    runner = False
+    for j in range(i, len(words)):
+        program = _basename(words[j].text, values)
+        if program == "torchrun" or program in _UNSUPPORTED or (
+                program and _PYTHON.fullmatch(program)):
+            return j
+        name = expansion_name(words[j].text)
+        if program is None and name and _PROGRAM_VARIABLE.search(name):
+            return j
+        runner = runner or (j == i and program in _RUNNERS)
+        if not runner and (program is not None or not name):
+            return None
+    return None
 
 
 def _skip_prefixes(words):
@@ -203,22 +231,15 @@ def _variable_kind(name, values):
 
 
 def _basename(text, values):
-    """The last path component of a word when it is known (``$ROOT/pretrain_gpt.py`` has one)."""
+    """The last path component of a word, when known: ``$ROOT/pretrain_gpt.py`` has one, and so
+    has ``$ENTRY`` when the script assigns ENTRY a single value ending in one."""
     base = dequote(text).rsplit("/", 1)[-1]
     if "\0" not in base:
         return base
-    whole = _literal(text, values)
-    return whole.rsplit("/", 1)[-1] if whole else None
-
-
-def _literal(text, values):
-    """The literal value of a word; a variable assigned one literal value counts as that value."""
-    token = dequote(text)
-    if "\0" not in token:
-        return token
     found = {tuple(words) for _, words in values.get(expansion_name(text) or "", [])}
-    if len(found) == 1 and len(only := next(iter(found))) == 1 and "\0" not in only[0]:
-        return only[0]
+    if len(found) == 1 and len(only := next(iter(found))) == 1:
+        base = only[0].rsplit("/", 1)[-1]
+        return None if "\0" in base else base
     return None
 
 

@@ -269,6 +269,12 @@ def test_profile_flags_already_in_an_argument_group_are_noted():
     ("exec env CUDA_VISIBLE_DEVICES=0 time torchrun --standalone ${MEGATRON}/pretrain_gpt.py",
      "exec env CUDA_VISIBLE_DEVICES=0 time torchrun --standalone -m mindspeed_prof.launch "
      "${MEGATRON}/pretrain_gpt.py"),
+    ('ENTRY=pretrain_gpt.py\n$VENV_PREFIX "${NSYS[@]}" python -m torch.distributed.run "$ENTRY"',
+     '$VENV_PREFIX "${NSYS[@]}" python -m torch.distributed.run -m mindspeed_prof.launch "$ENTRY"'),
+    ("uv run --extra gpu numactl --cpunodebind=0 torchrun --standalone pretrain_gpt.py",
+     "uv run --extra gpu numactl --cpunodebind=0 torchrun --standalone -m mindspeed_prof.launch "
+     "pretrain_gpt.py"),
+    ("$PYTHON_BIN -u pretrain_gpt.py", "$PYTHON_BIN -u -m mindspeed_prof.launch pretrain_gpt.py"),
 ])
 def test_launcher_goes_right_before_the_training_script(command, expected):
     assert adapt_script(command + "\n", FLAGS).text.splitlines()[-1].startswith(expected)
