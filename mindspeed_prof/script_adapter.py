@@ -45,44 +45,51 @@ def adapt_script(text, profile_args, lines=()):
     """
     commands = scan_commands(text)
     values = assignments(commands)
-    chosen = _choose(text, find_launches(text, commands), set(lines))
+    launches = find_launches(text, commands)
+    chosen = _choose(text, launches, set(lines))
     posix = bool(_POSIX_SHELLS.match(text))
-    value = profile_args_value(profile_args, posix)
-    ref = STRING_REF if posix else ARRAY_REF
+    value, ref = profile_args_value(profile_args, posix), STRING_REF if posix else ARRAY_REF
+    _refuse_foreign_definitions(text, commands, launches, values, ref)
     tokens = tokenize(text)
-    edits, notes, ours = [], [], set()
+    edits, notes = [], []
     for launch in chosen:
+        words = launch.command.words
+        if not launch.adapted:
+            edits.append((launch.script.start, launch.script.start, f"-m {LAUNCHER_MODULE} "))
+        definition = _our_definition(text, commands, launch.command, ref)
+        if definition is None:
+            edits.append((words[-1].end, words[-1].end, f" {ref}"))
+            edits.append(_new_definition(text, tokens, launch.command, f"{VARIABLE}={value}"))
+        elif definition.text != f"{VARIABLE}={value}":
+            start = definition.start + len(VARIABLE) + 1
+            edits.append((start, definition.end, value))
+            notes.append(f"line {line_of(text, start)}: {VARIABLE} was {text[start:definition.end]}"
+                         f", now {value}")
+        notes.extend(_doubled_flags(launch, values))
+    adapted = text
+    for start, end, new in sorted(edits, reverse=True):
+        adapted = adapted[:start] + new + adapted[end:]
+    return Adaptation(adapted, adapted != text, tuple(chosen), tuple(notes))
+
+
+def _refuse_foreign_definitions(text, commands, launches, values, ref):
+    """PROFILE_ARGS is ours: a script that sets or passes its own would get doubled flags."""
+    ours = set()
+    for launch in launches:
         carried = [w for w in launch.command.words if VARIABLE in w.text]
-        definition = _our_definition(text, commands, launch.command) if carried else None
-        if carried and (definition is None or carried[-1].text != ref):
+        definition = _our_definition(text, commands, launch.command, ref)
+        if carried and definition is None:
             raise ConfigError(
                 f"line {launch.line}: the training command already passes {carried[-1].text}, "
                 f"the script's own profile flags; remove it there, or edit that variable "
                 f"instead of running adapt-script")
-        if not launch.adapted:
-            edits.append((launch.script.start, launch.script.start, f"-m {LAUNCHER_MODULE} "))
-        if not carried:
-            end = launch.command.words[-1].end
-            edits.append((end, end, f" {ref}"))
-        if definition is None:
-            edits.append(_new_definition(text, tokens, launch.command, f"{VARIABLE}={value}"))
-        else:
+        if definition is not None:
             ours.add(definition.start)
-            old = definition.text[len(VARIABLE) + 1:]
-            if old != value:
-                start = definition.start + len(VARIABLE) + 1
-                edits.append((start, definition.end, value))
-                notes.append(f"line {line_of(text, start)}: {VARIABLE} was {old}, now {value}")
-        notes.extend(_doubled_flags(launch, values))
     for word, _ in values.get(VARIABLE, []):
         if word.start not in ours:
             raise ConfigError(
                 f"line {line_of(text, word.start)} already sets {VARIABLE}, which adapt-script "
                 f"defines for the training command; rename that variable in the script")
-    adapted = text
-    for start, end, new in sorted(edits, reverse=True):
-        adapted = adapted[:start] + new + adapted[end:]
-    return Adaptation(adapted, adapted != text, tuple(chosen), tuple(notes))
 
 
 # ---- choosing --------------------------------------------------------------------------------
@@ -141,12 +148,14 @@ def profile_args_value(profile_args, posix=False):
     return '"' + " ".join(profile_args) + '"'
 
 
-def _our_definition(text, commands, command):
-    """The ``PROFILE_ARGS=...`` word adapt-script wrote for ``command``, if any.
+def _our_definition(text, commands, command, ref):
+    """The ``PROFILE_ARGS=...`` word adapt-script wrote for ``command``, if it carries ``ref``.
 
     Ours sits right before the command: inline (``PROFILE_ARGS=(...); torchrun``) or on its own
     line under the marker comment. Any other PROFILE_ARGS belongs to the script's author.
     """
+    if not command.words or command.words[-1].text != ref:
+        return None
     before = [c for c in commands if c.words[-1].end <= command.list_start]
     if not before or len(before[-1].words) != 1:
         return None

@@ -46,9 +46,11 @@ _NOT_TRAINING = (
     (re.compile(r"download"), "a download"),
 )
 _TRAINING = re.compile(r"train|finetune")
+# `$PYTHON pretrain_gpt.py`: an unknown variable named like this holds the program itself.
 _PROGRAM_VARIABLE = re.compile(r"PYTHON|TORCHRUN|LAUNCHER", re.I)
 # Programs that run the command given after their own options.
 _RUNNERS = ("uv", "conda", "poetry", "pipenv", "numactl", "taskset", "nice", "ionice", "stdbuf")
+# Launchers with conventions of their own: listed with a reason, never edited.
 _UNSUPPORTED = ("deepspeed", "accelerate", "srun", "mpirun", "horovodrun", "msrun")
 
 
@@ -268,5 +270,5 @@ def _classify(launch, distributed, words, values, index, module, problem):
         return launch(script, TRAINING, "training entry", adapted, shown)
     if not distributed:
         return launch(script, REJECTED, "not named like a training entry", adapted, shown)
-    return launch(script, LAUNCHER_ONLY, "the only kind of command a launcher runs here",
+    return launch(script, LAUNCHER_ONLY, "not named like training, run by a distributed launcher",
                   adapted, shown)

@@ -184,7 +184,7 @@ def tokenize(text):
             for delimiter, strip_tabs in heredocs:
                 i = _skip_heredoc(text, i, delimiter, strip_tabs)
             heredocs = []
-        elif (match := _REDIR.match(text, i)) and not text.startswith(("<(", ">("), match.end() - 1):
+        elif (match := _REDIR.match(text, i)) and text[match.end():match.end() + 1] != "(":
             tokens.append(Token("redir", match.group(), i, match.end()))
             i = match.end()
             if match.group().lstrip("0123456789") in ("<<", "<<-"):
@@ -218,7 +218,7 @@ def _skip_heredoc(text, i, delimiter, strip_tabs):
 
 
 def dequote(word):
-    """The literal value of a word with every expansion replaced by ``\\0`` (so ``\\0`` = unknown)."""
+    """The literal value of a word, each expansion replaced by ``\\0`` (an unknown part)."""
     out, i = [], 0
     while i < len(word):
         char = word[i]
@@ -306,7 +306,8 @@ def scan(text):
                 list_start = token.start
                 continue
         if current is None:
-            current = Command(words=[], list_start=token.start if list_start is None else list_start)
+            start = token.start if list_start is None else list_start
+            current = Command(words=[], list_start=start)
             if not joined and list_start is None:
                 list_start = token.start
             joined = False
@@ -328,7 +329,8 @@ def scan(text):
 
 # ---- variables ---------------------------------------------------------------------------------
 
-_EXPANSION = re.compile(r'"?\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?:\[[@*]\])?\}|([A-Za-z_][A-Za-z0-9_]*))"?')
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_EXPANSION = re.compile(rf'"?\$(?:\{{({_NAME})(?:\[[@*]\])?\}}|({_NAME}))"?')
 _DECLARERS = {"export", "declare", "typeset", "local", "readonly"}
 
 

@@ -220,6 +220,13 @@ def test_line_on_a_continued_line_picks_that_command():
     assert adapted.text.count("-m mindspeed_prof.launch") == 1
 
 
+def test_line_updates_one_of_several_adapted_commands():
+    once = adapt_script(fixture_text("nodes_if_else.sh"), FLAGS)
+    again = adapt_script(once.text, ["--profile"], lines=[19])  # line 15 of the original
+    assert again.text.count("PROFILE_ARGS=(--profile)\n") == 1
+    assert again.text.count("PROFILE_ARGS=(--profile --profile-step-start 3") == 1
+
+
 def test_line_without_a_launch_is_an_error():
     with pytest.raises(ConfigError, match="no Python launch this tool can adapt is on line 2"):
         adapt_script(fixture_text("nodes_if_else.sh"), FLAGS, lines=[2])
