@@ -111,6 +111,7 @@ class _Event:
 
 
 class _DeviceProperties:
+    # Hopper-like, so capability checks take their most common branch.
     name = "cpu-shim"
     total_memory = 0
     major = 9

@@ -33,6 +33,9 @@ class NullReport:
     def record_eval(self, iteration):
         pass
 
+    def record_signal(self, name):
+        pass
+
     def end(self, how, **details):
         pass
 
@@ -51,6 +54,7 @@ class RunReport(NullReport):
             "train_step_iterations": [],
             "skipped_iterations": [],
             "eval_iterations": [],
+            "signals": [],
             "losses": {},
             "end": None,
             **fields,
@@ -75,6 +79,10 @@ class RunReport(NullReport):
 
     def record_eval(self, iteration):
         self._data["eval_iterations"].append(iteration)
+        self.write()
+
+    def record_signal(self, name):
+        self._data["signals"].append(name)
         self.write()
 
     def end(self, how, **details):
@@ -109,12 +117,19 @@ class RunReport(NullReport):
         os.replace(tmp, self._path)
 
 
-def _record_sigterm_then_die(report):
+def _record_sigterm(report):
+    previous = signal.getsignal(signal.SIGTERM)
+
     def on_sigterm(signum, frame):
-        report.end("signal", signal="SIGTERM")
-        # Die the way an unhandled SIGTERM would, so launchers see the same exit status.
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
+        report.record_signal("SIGTERM")
+        if callable(previous):
+            # Whoever handled SIGTERM before Megatron was imported (a launcher) decides.
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            report.end("signal", signal="SIGTERM")
+            # Die the way an unhandled SIGTERM would, so launchers see the same exit status.
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
 
     # Megatron's --exit-signal-handler installs its own handler later and keeps this one as
     # the original; that is the real precedence.
@@ -135,5 +150,5 @@ def open_report(env, **fields):
         **fields,
     )
     atexit.register(report.end, "interpreter_exit")
-    _record_sigterm_then_die(report)
+    _record_sigterm(report)
     return report
