@@ -26,13 +26,14 @@ OLDER_VERSIONS = VERSIONS[:-1]
 
 S6 = "forward_step_func, data_iterator, model, optimizer, opt_param_scheduler, config"
 T10 = (
-    "forward_step_func, model, optimizer, opt_param_scheduler, train_data_iterator, valid_data_iterator, "
-    "process_non_loss_data_func, config, checkpointing_context, non_loss_data_func"
+    "forward_step_func, model, optimizer, opt_param_scheduler, train_data_iterator, "
+    "valid_data_iterator, process_non_loss_data_func, config, checkpointing_context, "
+    "non_loss_data_func"
 )
 P10 = (
     "train_valid_test_dataset_provider, model_provider, model_type, forward_step_func, "
-    "process_non_loss_data_func=None, extra_args_provider=None, args_defaults={}, get_embedding_ranks=None, "
-    "get_position_embedding_ranks=None, non_loss_data_func=None"
+    "process_non_loss_data_func=None, extra_args_provider=None, args_defaults={}, "
+    "get_embedding_ranks=None, get_position_embedding_ranks=None, non_loss_data_func=None"
 )
 SIGNATURES = {
     "0.12.3": {"train_step": f"({S6})", "train": f"({T10})", "pretrain": f"({P10})"},
@@ -61,7 +62,8 @@ def dp_run(tmp_path_factory):
 @pytest.fixture(scope="module")
 def exit_run(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("exit")
-    args = ["--train-iters", "6", "--exit-interval", "3", "--save", tmp_path / "ckpt", "--save-interval", "100"]
+    args = ["--train-iters", "6", "--exit-interval", "3",
+            "--save", tmp_path / "ckpt", "--save-interval", "100"]
     return _train(tmp_path, args)
 
 
@@ -113,7 +115,8 @@ def test_pipeline_parallel_run_reports_losses_only_on_the_last_stage(tmp_path):
 
 @pytest.mark.parametrize("version", OLDER_VERSIONS)
 def test_older_megatron_versions_train_through_their_own_train_step(version, tmp_path):
-    run = _train(tmp_path, ["--train-iters", "2"], nproc=1, MEGATRON_STANDIN_VERSION=version).check()
+    run = _train(tmp_path, ["--train-iters", "2"], nproc=1,
+                 MEGATRON_STANDIN_VERSION=version).check()
     assert run.report(0)["version"] == version
     assert run.report(0)["train_step_iterations"] == [1, 2]
     assert sorted(run.losses(0)) == [1, 2]
@@ -136,7 +139,8 @@ def test_stand_in_keeps_megatrons_module_lookups(introspection):
 
 def test_profile_flags_have_megatrons_names_and_defaults_and_cannot_be_re_added(introspection):
     flags = introspection["profile_flags"]
-    assert flags.pop("re_adding_profile") == "argument --profile: conflicting option string: --profile"
+    conflict = "argument --profile: conflicting option string: --profile"
+    assert flags.pop("re_adding_profile") == conflict
     assert flags == {
         "profile": False,
         "profile_step_start": 10,
@@ -173,7 +177,8 @@ def test_exit_interval_ends_the_run_with_sys_exit_inside_train(exit_run):
         assert report["train_step_iterations"] == [1, 2, 3]
 
 
-def test_resumed_run_starts_at_the_saved_iteration_and_continues_bit_identically(exit_run, dp_run, tmp_path):
+def test_resumed_run_starts_at_the_saved_iteration_and_continues_bit_identically(
+        exit_run, dp_run, tmp_path):
     checkpoint = pathlib.Path(exit_run.command[exit_run.command.index("--save") + 1])
     assert (checkpoint / "latest_checkpointed_iteration.txt").read_text() == "3"
     resumed = _train(tmp_path, ["--train-iters", "6", "--load", checkpoint]).check()
@@ -193,16 +198,16 @@ def test_iterations_to_skip_bypasses_train_step_for_the_next_logged_iteration(tm
 
 def test_megatron_pytorch_profiler_writes_its_trace_to_tensorboard_dir(tmp_path):
     tensorboard_dir = tmp_path / "tb"
-    profile = ["--profile", "--use-pytorch-profiler", "--profile-step-start", "2", "--profile-step-end", "3"]
-    run = _train(
-        tmp_path, ["--train-iters", "3", *profile, "--tensorboard-dir", tensorboard_dir], nproc=1
-    ).check()
+    profile = ["--profile", "--use-pytorch-profiler", "--profile-step-start", "2",
+               "--profile-step-end", "3", "--tensorboard-dir", tensorboard_dir]
+    run = _train(tmp_path, ["--train-iters", "3", *profile], nproc=1).check()
     assert run.report(0)["megatron_torch_profiler"] is True
     traces = list(tensorboard_dir.glob("*.pt.trace.json"))
     assert len(traces) == 1, run.describe()
     names = {event.get("name") for event in json.loads(traces[0].read_text())["traceEvents"]}
     # Megatron's schedule records [start, end): logged iteration 2 only.
-    assert {name for name in names if name and name.startswith("ProfilerStep#")} == {"ProfilerStep#2"}
+    steps = {name for name in names if name and name.startswith("ProfilerStep#")}
+    assert steps == {"ProfilerStep#2"}
 
 
 def test_megatron_nsys_profile_path_fails_without_a_gpu_as_upstream_does(tmp_path):
@@ -210,7 +215,8 @@ def test_megatron_nsys_profile_path_fails_without_a_gpu_as_upstream_does(tmp_pat
     run = _train(tmp_path, ["--train-iters", "2", *profile], nproc=1)
     assert run.returncode != 0
     end = run.report(0)["end"]
-    assert (end["how"], end["repr"]) == ("exception", "AssertionError('Torch not compiled with CUDA enabled')")
+    assert end["how"] == "exception"
+    assert end["repr"] == "AssertionError('Torch not compiled with CUDA enabled')"
     assert run.report(0)["train_step_iterations"] == [1]
 
 

@@ -11,9 +11,8 @@ def run_megatron(tmp_path):
 
     def run(args=(), *, nproc=2, timeout=240, launcher_prefix=(), **env_overrides):
         env = launch.harness_env(tmp_path, **env_overrides)
-        return launch.run_training(
-            args, env=env, cwd=tmp_path, nproc=nproc, timeout=timeout, launcher_prefix=launcher_prefix
-        )
+        return launch.run_training(args, env=env, cwd=tmp_path, nproc=nproc, timeout=timeout,
+                                   launcher_prefix=launcher_prefix)
 
     return run
 

@@ -23,9 +23,8 @@ def signatures(versions):
     found = {}
     for version in versions:
         training = _import_version(version)
-        found[version] = {
-            name: str(inspect.signature(getattr(training, name))) for name in ("train_step", "train", "pretrain")
-        }
+        found[version] = {name: str(inspect.signature(getattr(training, name)))
+                          for name in ("train_step", "train", "pretrain")}
     return found
 
 
@@ -40,7 +39,8 @@ def lookups():
         "core_dir": os.path.dirname(megatron.core.__file__),
         "training_dir": os.path.dirname(megatron.training.__file__),
         "initialize_imports_parse_args_by_name": initialize.parse_args is arguments.parse_args,
-        "initialize_imports_validate_args_by_name": initialize.validate_args is arguments.validate_args,
+        "initialize_imports_validate_args_by_name":
+            initialize.validate_args is arguments.validate_args,
         "package_reexports_pretrain": megatron.training.pretrain is training.pretrain,
     }
 
@@ -50,10 +50,10 @@ def profile_flags():
 
     sys.argv = ["pretrain_gpt.py"]
     args = arguments.parse_args()
-    flags = {name: getattr(args, name) for name in (
-        "profile", "profile_step_start", "profile_step_end", "profile_ranks",
-        "use_pytorch_profiler", "record_memory_history", "memory_snapshot_path", "iterations_to_skip",
-    )}
+    names = ("profile", "profile_step_start", "profile_step_end", "profile_ranks",
+             "use_pytorch_profiler", "record_memory_history", "memory_snapshot_path",
+             "iterations_to_skip")
+    flags = {name: getattr(args, name) for name in names}
 
     def re_add_profile(parser):
         parser.add_argument("--profile", action="store_true")

@@ -108,10 +108,10 @@ class TrainingRun:
 
     def describe(self, tail=3000):
         """Command, exit status and output tails, for assertion messages."""
-        return (
-            f"command: {' '.join(self.command)}\nreturncode: {self.returncode} timed_out: {self.timed_out}\n"
-            f"--- stdout (tail) ---\n{self.stdout[-tail:]}\n--- stderr (tail) ---\n{self.stderr[-tail:]}"
-        )
+        return (f"command: {' '.join(self.command)}\n"
+                f"returncode: {self.returncode} timed_out: {self.timed_out}\n"
+                f"--- stdout (tail) ---\n{self.stdout[-tail:]}\n"
+                f"--- stderr (tail) ---\n{self.stderr[-tail:]}")
 
     def check(self):
         """Raise with the output tails unless the run exited 0."""
@@ -139,9 +139,8 @@ def _run(command, env, cwd, timeout):
         _clear_reports(report_dir)
     start = time.monotonic()
     # A session of its own, so a timeout can take torchrun's workers down with it.
-    process = subprocess.Popen(
-        command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
+    process = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
     timed_out = False
     try:
         stdout, stderr = process.communicate(timeout=timeout)
@@ -172,7 +171,7 @@ def run_training(
     script=ENTRY_SCRIPT,
     with_default_args=True,
 ):
-    """``torchrun --standalone --nproc-per-node N [launcher_prefix] pretrain_gpt.py <tiny args> <args>``.
+    """``torchrun --standalone --nproc-per-node N [prefix] pretrain_gpt.py <tiny args> <args>``.
 
     Later flags win in argparse, so ``args`` may override the defaults. ``launcher_prefix``
     goes between torchrun's options and the script, e.g. ``["-m", "mindspeed_prof.launch"]``.
@@ -197,7 +196,8 @@ def run_training(
     return _run(command, env, cwd or tmp_path, timeout)
 
 
-def run_script(script_path=LAUNCH_SCRIPT, args=(), *, tmp_path=None, nproc=2, env=None, cwd=None, timeout=240):
+def run_script(script_path=LAUNCH_SCRIPT, args=(), *, tmp_path=None, nproc=2, env=None, cwd=None,
+               timeout=240):
     """``bash script_path <args>`` with ``NPROC`` set, for launch scripts shaped like ours."""
     if env is None:
         if tmp_path is None:

@@ -28,7 +28,8 @@ def model_provider(pre_process=True, post_process=True, vp_stage=None):
     print_rank_0("building GPT model ...")
     config = core_transformer_config_from_args(args)
     if args.transformer_impl != "local":
-        raise ValueError("--transformer-impl transformer_engine needs Transformer Engine; pass --transformer-impl local")
+        raise ValueError("--transformer-impl transformer_engine needs Transformer Engine; "
+                         "pass --transformer-impl local")
     return GPTModel(
         config=config,
         transformer_layer_spec=get_gpt_layer_local_spec(normalization=args.normalization),

@@ -16,7 +16,8 @@ SUPPORTED_VERSIONS = ("0.12.3", "0.13.1", "0.14.0", "0.15.3", "0.16.1")
 VERSION_STRING = os.environ.get(VERSION_ENV, SUPPORTED_VERSIONS[-1])
 if VERSION_STRING not in SUPPORTED_VERSIONS:
     raise ImportError(
-        f"{VERSION_ENV}={VERSION_STRING} is not emulated; use one of {', '.join(SUPPORTED_VERSIONS)}."
+        f"{VERSION_ENV}={VERSION_STRING} is not emulated; "
+        f"use one of {', '.join(SUPPORTED_VERSIONS)}."
     )
 VERSION = tuple(int(part) for part in VERSION_STRING.split("."))
 

@@ -84,12 +84,14 @@ def _add_regularization_args(parser):
 def _add_profiling_args(group):
     # Exactly Megatron's flags: a plugin must reuse them, and re-adding one must conflict.
     group.add_argument("--profile", action="store_true", help="Enable nsys profiling.")
-    group.add_argument("--profile-step-start", type=int, default=10, help="Global step to start profiling.")
-    group.add_argument("--profile-step-end", type=int, default=12, help="Global step to stop profiling.")
-    group.add_argument(
-        "--use-pytorch-profiler", action="store_true", dest="use_pytorch_profiler", help="Use the built-in pytorch profiler."
-    )
-    group.add_argument("--profile-ranks", nargs="+", type=int, default=[0], help="Global ranks to profile.")
+    group.add_argument("--profile-step-start", type=int, default=10,
+                       help="Global step to start profiling.")
+    group.add_argument("--profile-step-end", type=int, default=12,
+                       help="Global step to stop profiling.")
+    group.add_argument("--use-pytorch-profiler", action="store_true", dest="use_pytorch_profiler",
+                       help="Use the built-in pytorch profiler.")
+    group.add_argument("--profile-ranks", nargs="+", type=int, default=[0],
+                       help="Global ranks to profile.")
     group.add_argument("--record-memory-history", action="store_true", default=False)
     group.add_argument("--memory-snapshot-path", type=str, default="snapshot.pickle")
 
@@ -111,12 +113,9 @@ def _add_training_args(parser):
     group.add_argument("--iterations-to-skip", nargs="+", type=int, default=[])
     group.add_argument("--use-cpu-initialization", action="store_true", default=None)
     group.add_argument("--optimizer", type=str, default="adam", choices=["adam", "sgd"])
-    group.add_argument("--no-masked-softmax-fusion", action="store_false", dest="masked_softmax_fusion")
-    group.add_argument("--no-bias-gelu-fusion", action="store_false", dest="bias_gelu_fusion")
-    group.add_argument("--no-bias-dropout-fusion", action="store_false", dest="bias_dropout_fusion")
-    group.add_argument(
-        "--no-gradient-accumulation-fusion", action="store_false", dest="gradient_accumulation_fusion"
-    )
+    for fusion in ("masked_softmax", "bias_gelu", "bias_dropout", "gradient_accumulation"):
+        group.add_argument(f"--no-{fusion.replace('_', '-')}-fusion", action="store_false",
+                           dest=f"{fusion}_fusion")
     group.add_argument("--no-persist-layer-norm", action="store_true")
     return parser
 
@@ -132,7 +131,8 @@ def _add_initialization_args(parser):
 def _add_learning_rate_args(parser):
     group = parser.add_argument_group(title="learning rate")
     group.add_argument("--lr", type=float, default=None)
-    group.add_argument("--lr-decay-style", type=str, default="linear", choices=["constant", "linear", "cosine"])
+    group.add_argument("--lr-decay-style", type=str, default="linear",
+                       choices=["constant", "linear", "cosine"])
     group.add_argument("--lr-decay-iters", type=int, default=None)
     group.add_argument("--lr-warmup-iters", type=int, default=0)
     group.add_argument("--lr-warmup-init", type=float, default=0.0)
@@ -195,7 +195,8 @@ def _add_logging_args(parser):
 
 def _add_transformer_engine_args(parser):
     group = parser.add_argument_group(title="transformer-engine")
-    group.add_argument("--transformer-impl", default="transformer_engine", choices=["local", "transformer_engine"])
+    group.add_argument("--transformer-impl", default="transformer_engine",
+                       choices=["local", "transformer_engine"])
     return parser
 
 
@@ -223,7 +224,9 @@ def validate_args(args, defaults={}):
         f"--pipeline-model-parallel-size = {model_parallel}",
     )
     args.data_parallel_size = args.world_size // model_parallel
-    for name in ("num_layers", "hidden_size", "num_attention_heads", "seq_length", "micro_batch_size", "lr"):
+    required = ("num_layers", "hidden_size", "num_attention_heads", "seq_length",
+                "micro_batch_size", "lr", "vocab_size")
+    for name in required:
         _require(getattr(args, name) is not None, f"--{name.replace('_', '-')} is required")
     _require(
         args.num_layers % args.pipeline_model_parallel_size == 0,
@@ -249,7 +252,6 @@ def validate_args(args, defaults={}):
         args.ffn_hidden_size = 4 * args.hidden_size
     if args.kv_channels is None:
         args.kv_channels = args.hidden_size // args.num_attention_heads
-    _require(args.vocab_size is not None, "--vocab-size is required (the stand-in has no tokenizer files)")
     multiple = args.make_vocab_size_divisible_by * args.tensor_model_parallel_size
     args.padded_vocab_size = -(-args.vocab_size // multiple) * multiple
     args.params_dtype = torch.float32

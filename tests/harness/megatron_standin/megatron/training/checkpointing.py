@@ -67,12 +67,13 @@ def read_tracker(checkpoints_path):
 
 
 def load_checkpoint(model, optimizer, opt_param_scheduler, load_arg="load", strict=True, **kwargs):
-    """Restore the newest checkpoint; returns ``(iteration, num_floating_point_operations_so_far)``."""
+    """Restore the newest checkpoint; returns (iteration, num_floating_point_operations_so_far)."""
     args = get_args()
     load_dir = getattr(args, load_arg)
     iteration = read_tracker(load_dir)
     if iteration is None:
-        print_rank_0(f"WARNING: could not find the metadata file {TRACKER_FILENAME} in {load_dir}; starting from scratch")
+        print_rank_0(f"WARNING: could not find the metadata file {TRACKER_FILENAME} in {load_dir}; "
+                     "starting from scratch")
         return 0, 0
     state = torch.load(get_checkpoint_name(load_dir, iteration), weights_only=False)
     for chunk, chunk_state in zip(model, state["model"]):

@@ -36,7 +36,10 @@ def initialize_megatron(
     """
     # parse_args and validate_args are the names imported above, as in Megatron-LM: a plugin
     # must patch them here, in megatron.training.initialize, for the call below to see it.
-    args = parse_args(extra_args_provider, ignore_unknown_args) if parsed_args is None else parsed_args
+    if parsed_args is None:
+        args = parse_args(extra_args_provider, ignore_unknown_args)
+    else:
+        args = parsed_args
     validate_args(args, args_defaults)
     set_global_variables(args)
     initialize_rerun_state_machine(mode=RerunMode.DISABLED)

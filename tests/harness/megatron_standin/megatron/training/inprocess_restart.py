@@ -3,7 +3,8 @@
 from megatron.training import _harness, arguments
 
 if _harness.VERSION < (0, 13):
-    raise ImportError(f"megatron.training.inprocess_restart does not exist in Megatron-LM {_harness.VERSION_STRING}")
+    raise ImportError("megatron.training.inprocess_restart does not exist in Megatron-LM "
+                      f"{_harness.VERSION_STRING}")
 
 
 def maybe_wrap_for_inprocess_restart(pretrain):

@@ -31,8 +31,10 @@ def get_model(model_provider_func, model_type=ModelType.encoder_or_decoder, wrap
     model.model_type = model_type
     model = [model]
     if wrap_with_ddp:
-        ddp_config = DistributedDataParallelConfig(grad_reduce_in_fp32=False, overlap_grad_reduce=False)
-        model = [DDP(config=get_model_config(chunk), ddp_config=ddp_config, module=chunk) for chunk in model]
+        ddp_config = DistributedDataParallelConfig(grad_reduce_in_fp32=False,
+                                                   overlap_grad_reduce=False)
+        model = [DDP(config=get_model_config(chunk), ddp_config=ddp_config, module=chunk)
+                 for chunk in model]
     return model
 
 

@@ -33,19 +33,9 @@ from megatron.training.utils import print_rank_0, print_rank_last
 _TRAIN_START_TIME = time.time()
 
 
-def _pretrain(
-    train_valid_test_dataset_provider,
-    model_provider,
-    model_type,
-    forward_step_func,
-    process_non_loss_data_func,
-    extra_args_provider,
-    args_defaults,
-    get_embedding_ranks,
-    get_position_embedding_ranks,
-    non_loss_data_func,
-    store,
-):
+def _pretrain(train_valid_test_dataset_provider, model_provider, model_type, forward_step_func,
+              process_non_loss_data_func, extra_args_provider, args_defaults, get_embedding_ranks,
+              get_position_embedding_ranks, non_loss_data_func, store):
     with _harness.report.outcome():
         initialize_megatron(
             extra_args_provider=extra_args_provider,
@@ -55,11 +45,8 @@ def _pretrain(
             store=store,
         )
         args = get_args()
-        _harness.report.update(
-            tp=args.tensor_model_parallel_size,
-            pp=args.pipeline_model_parallel_size,
-            dp=args.data_parallel_size,
-        )
+        _harness.report.update(tp=args.tensor_model_parallel_size,
+                               pp=args.pipeline_model_parallel_size, dp=args.data_parallel_size)
         global _TRAIN_START_TIME
         start_time = torch.tensor([_TRAIN_START_TIME], dtype=torch.double, device="cuda")
         torch.distributed.all_reduce(start_time, op=torch.distributed.ReduceOp.MIN)
@@ -67,109 +54,58 @@ def _pretrain(
 
         checkpointing_context = {}
         model, optimizer, opt_param_scheduler = setup_model_and_optimizer(
-            model_provider, model_type, checkpointing_context=checkpointing_context
-        )
+            model_provider, model_type, checkpointing_context=checkpointing_context)
         config = get_model_config(model[0])
-        train_data_iterator, valid_data_iterator, test_data_iterator = (
+        train_data_iterator, valid_data_iterator, test_data_iterator = \
             build_train_valid_test_data_iterators(train_valid_test_dataset_provider)
-        )
 
         print_rank_0("training ...")
         iteration = 0
         num_floating_point_operations_so_far = 0
         if args.do_train and args.train_iters > 0:
-            train_args = (
-                forward_step_func,
-                model,
-                optimizer,
-                opt_param_scheduler,
-                train_data_iterator,
-                valid_data_iterator,
-                process_non_loss_data_func,
-                config,
-                checkpointing_context,
-                non_loss_data_func,
-            )
+            train_args = (forward_step_func, model, optimizer, opt_param_scheduler,
+                          train_data_iterator, valid_data_iterator, process_non_loss_data_func,
+                          config, checkpointing_context, non_loss_data_func)
             if _harness.VERSION >= (0, 16):
                 train_args += (None,)  # inference_model, passed positionally upstream
             # A module-global lookup, so a plugin's wrapper around train() is what runs.
             iteration, num_floating_point_operations_so_far = train(*train_args)
 
         if args.save and iteration != 0 and iteration % args.save_interval != 0:
-            save_checkpoint(
-                iteration, model, optimizer, opt_param_scheduler, num_floating_point_operations_so_far
-            )
+            save_checkpoint(iteration, model, optimizer, opt_param_scheduler,
+                            num_floating_point_operations_so_far)
         for prefix, data_iterator, wanted in (
             (f"iteration {iteration} on validation set", valid_data_iterator, args.do_valid),
             (f"iteration {iteration} on test set", test_data_iterator, args.do_test),
         ):
             if wanted:
-                evaluate_and_print_results(
-                    prefix, forward_step_func, data_iterator, model, iteration, process_non_loss_data_func, config
-                )
+                evaluate_and_print_results(prefix, forward_step_func, data_iterator, model,
+                                           iteration, process_non_loss_data_func, config)
 
 
 if _harness.VERSION >= (0, 13):
 
-    def pretrain(
-        train_valid_test_dataset_provider,
-        model_provider,
-        model_type,
-        forward_step_func,
-        process_non_loss_data_func=None,
-        extra_args_provider=None,
-        args_defaults={},
-        get_embedding_ranks=None,
-        get_position_embedding_ranks=None,
-        non_loss_data_func=None,
-        store=None,
-        inprocess_call_wrapper=None,
-    ):
+    def pretrain(train_valid_test_dataset_provider, model_provider, model_type, forward_step_func,
+                 process_non_loss_data_func=None, extra_args_provider=None, args_defaults={},
+                 get_embedding_ranks=None, get_position_embedding_ranks=None,
+                 non_loss_data_func=None, store=None, inprocess_call_wrapper=None):
         """Initialise Megatron, build model, optimizer and data, then train."""
         if inprocess_call_wrapper is not None:
             raise NotImplementedError("the CPU stand-in does not emulate in-process restart")
-        _pretrain(
-            train_valid_test_dataset_provider,
-            model_provider,
-            model_type,
-            forward_step_func,
-            process_non_loss_data_func,
-            extra_args_provider,
-            args_defaults,
-            get_embedding_ranks,
-            get_position_embedding_ranks,
-            non_loss_data_func,
-            store,
-        )
+        _pretrain(train_valid_test_dataset_provider, model_provider, model_type, forward_step_func,
+                  process_non_loss_data_func, extra_args_provider, args_defaults,
+                  get_embedding_ranks, get_position_embedding_ranks, non_loss_data_func, store)
 
 else:
 
-    def pretrain(
-        train_valid_test_dataset_provider,
-        model_provider,
-        model_type,
-        forward_step_func,
-        process_non_loss_data_func=None,
-        extra_args_provider=None,
-        args_defaults={},
-        get_embedding_ranks=None,
-        get_position_embedding_ranks=None,
-        non_loss_data_func=None,
-    ):
+    def pretrain(train_valid_test_dataset_provider, model_provider, model_type, forward_step_func,
+                 process_non_loss_data_func=None, extra_args_provider=None, args_defaults={},
+                 get_embedding_ranks=None, get_position_embedding_ranks=None,
+                 non_loss_data_func=None):
         """Initialise Megatron, build model, optimizer and data, then train."""
-        _pretrain(
-            train_valid_test_dataset_provider,
-            model_provider,
-            model_type,
-            forward_step_func,
-            process_non_loss_data_func,
-            extra_args_provider,
-            args_defaults,
-            get_embedding_ranks,
-            get_position_embedding_ranks,
-            non_loss_data_func,
-            None,
-        )
+        _pretrain(train_valid_test_dataset_provider, model_provider, model_type, forward_step_func,
+                  process_non_loss_data_func, extra_args_provider, args_defaults,
+                  get_embedding_ranks, get_position_embedding_ranks, non_loss_data_func, None)
 
 
 def _average_losses(losses_reduced):
@@ -182,7 +118,8 @@ def _average_losses(losses_reduced):
     return averaged
 
 
-def _run_train_step(forward_step_func, data_iterator, model, optimizer, opt_param_scheduler, forward_backward_func):
+def _run_train_step(forward_step_func, data_iterator, model, optimizer, opt_param_scheduler,
+                    forward_backward_func):
     """The body every version's ``train_step`` shares; returns 0.16's 8-tuple."""
     args = get_args()
     logged_iteration = args.curr_iteration + 1
@@ -195,59 +132,46 @@ def _run_train_step(forward_step_func, data_iterator, model, optimizer, opt_para
             chunk.zero_grad_buffer()
         optimizer.zero_grad()
         losses_reduced = forward_backward_func(
-            forward_step_func=forward_step_func,
-            data_iterator=data_iterator,
-            model=model,
-            num_microbatches=get_num_microbatches(),
-            seq_length=args.seq_length,
-            micro_batch_size=args.micro_batch_size,
-            decoder_seq_length=None,
-            forward_only=False,
-        )
+            forward_step_func=forward_step_func, data_iterator=data_iterator, model=model,
+            num_microbatches=get_num_microbatches(), seq_length=args.seq_length,
+            micro_batch_size=args.micro_batch_size, decoder_seq_length=None, forward_only=False)
     should_checkpoint, should_exit, exit_code = rerun_state_machine.should_checkpoint_and_exit()
     if should_exit:
         return {}, True, should_checkpoint, should_exit, exit_code, None, None, 0
 
     update_successful, grad_norm, num_zeros_in_grad = optimizer.step()
     if update_successful:
-        opt_param_scheduler.step(increment=get_num_microbatches() * args.micro_batch_size * args.data_parallel_size)
+        increment = get_num_microbatches() * args.micro_batch_size * args.data_parallel_size
+        opt_param_scheduler.step(increment=increment)
     skipped_iter = 0 if update_successful else 1
-    loss_dict = _average_losses(losses_reduced) if mpu.is_pipeline_last_stage(ignore_virtual=True) else {}
-    return loss_dict, skipped_iter, should_checkpoint, should_exit, exit_code, grad_norm, num_zeros_in_grad, 0
+    last_stage = mpu.is_pipeline_last_stage(ignore_virtual=True)
+    loss_dict = _average_losses(losses_reduced) if last_stage else {}
+    return (loss_dict, skipped_iter, should_checkpoint, should_exit, exit_code, grad_norm,
+            num_zeros_in_grad, 0)
 
 
 if _harness.VERSION >= (0, 16):
 
-    def train_step(
-        forward_step_func,
-        data_iterator,
-        model,
-        optimizer,
-        opt_param_scheduler,
-        config,
-        forward_backward_func,
-        iteration=None,
-    ):
+    def train_step(forward_step_func, data_iterator, model, optimizer, opt_param_scheduler, config,
+                   forward_backward_func, iteration=None):
         """Single training step."""
-        return _run_train_step(
-            forward_step_func, data_iterator, model, optimizer, opt_param_scheduler, forward_backward_func
-        )
+        return _run_train_step(forward_step_func, data_iterator, model, optimizer,
+                               opt_param_scheduler, forward_backward_func)
 
 elif _harness.VERSION >= (0, 14):
 
-    def train_step(forward_step_func, data_iterator, model, optimizer, opt_param_scheduler, config, forward_backward_func):
+    def train_step(forward_step_func, data_iterator, model, optimizer, opt_param_scheduler, config,
+                   forward_backward_func):
         """Single training step."""
-        return _run_train_step(
-            forward_step_func, data_iterator, model, optimizer, opt_param_scheduler, forward_backward_func
-        )[:7]
+        return _run_train_step(forward_step_func, data_iterator, model, optimizer,
+                               opt_param_scheduler, forward_backward_func)[:7]
 
 else:
 
     def train_step(forward_step_func, data_iterator, model, optimizer, opt_param_scheduler, config):
         """Single training step."""
-        return _run_train_step(
-            forward_step_func, data_iterator, model, optimizer, opt_param_scheduler, get_forward_backward_func()
-        )[:7]
+        return _run_train_step(forward_step_func, data_iterator, model, optimizer,
+                               opt_param_scheduler, get_forward_backward_func())[:7]
 
 
 def _call_train_step(step_args, forward_backward_func, iteration):
@@ -259,9 +183,8 @@ def _call_train_step(step_args, forward_backward_func, iteration):
     else:
         result, expected = train_step(*step_args), 7
     if len(result) != expected:
-        raise ValueError(
-            f"train_step returned {len(result)} values; Megatron-LM {_harness.VERSION_STRING} unpacks {expected}"
-        )
+        raise ValueError(f"train_step returned {len(result)} values; Megatron-LM "
+                         f"{_harness.VERSION_STRING} unpacks {expected}")
     return result[:7]
 
 
@@ -272,17 +195,14 @@ def dummy_train_step(data_iterator):
 
 
 def _start_pytorch_profiler(args):
+    schedule = torch.profiler.schedule(wait=max(args.profile_step_start - 1, 0),
+                                       warmup=1 if args.profile_step_start > 0 else 0,
+                                       active=args.profile_step_end - args.profile_step_start,
+                                       repeat=1)
     prof = torch.profiler.profile(
-        schedule=torch.profiler.schedule(
-            wait=max(args.profile_step_start - 1, 0),
-            warmup=1 if args.profile_step_start > 0 else 0,
-            active=args.profile_step_end - args.profile_step_start,
-            repeat=1,
-        ),
+        schedule=schedule,
         on_trace_ready=torch.profiler.tensorboard_trace_handler(args.tensorboard_dir),
-        record_shapes=True,
-        with_stack=True,
-    )
+        record_shapes=True, with_stack=True)
     prof.start()
     return prof
 
@@ -308,18 +228,9 @@ def training_log(loss_dict, iteration, learning_rate, grad_norm, skipped_iter, e
     print_rank_last(line)
 
 
-def evaluate_and_print_results(
-    prefix,
-    forward_step_func,
-    data_iterator,
-    model,
-    iteration,
-    process_non_loss_data_func,
-    config,
-    verbose=False,
-    write_to_tensorboard=True,
-    non_loss_data_func=None,
-):
+def evaluate_and_print_results(prefix, forward_step_func, data_iterator, model, iteration,
+                               process_non_loss_data_func, config, verbose=False,
+                               write_to_tensorboard=True, non_loss_data_func=None):
     args = get_args()
     for chunk in model:
         chunk.eval()
@@ -327,34 +238,24 @@ def evaluate_and_print_results(
     with torch.no_grad():
         for _ in range(args.eval_iters):
             losses += get_forward_backward_func()(
-                forward_step_func=forward_step_func,
-                data_iterator=data_iterator,
-                model=model,
-                num_microbatches=get_num_microbatches(),
-                seq_length=args.seq_length,
-                micro_batch_size=args.micro_batch_size,
-                decoder_seq_length=None,
-                forward_only=True,
-            )
+                forward_step_func=forward_step_func, data_iterator=data_iterator, model=model,
+                num_microbatches=get_num_microbatches(), seq_length=args.seq_length,
+                micro_batch_size=args.micro_batch_size, decoder_seq_length=None, forward_only=True)
     for chunk in model:
         chunk.train()
     _harness.report.record_eval(iteration)
     if losses:
-        values = " | ".join(f"{key} value: {value.item():.6E}" for key, value in _average_losses(losses).items())
+        averaged = _average_losses(losses)
+        values = " | ".join(f"{key} value: {value.item():.6E}" for key, value in averaged.items())
         print_rank_last(f" validation loss at {prefix} | {values} |")
 
 
-def post_training_step_callbacks(
-    model,
-    optimizer,
-    opt_param_scheduler,
-    iteration,
-    prof,
-    num_floating_point_operations_since_last_log_event,
-    nsys_nvtx_context=None,
-):
+def post_training_step_callbacks(model, optimizer, opt_param_scheduler, iteration, prof,
+                                 num_floating_point_operations_since_last_log_event,
+                                 nsys_nvtx_context=None):
     args = get_args()
-    if args.profile and iteration == args.profile_step_end and torch.distributed.get_rank() in args.profile_ranks:
+    if (args.profile and iteration == args.profile_step_end
+            and torch.distributed.get_rank() in args.profile_ranks):
         if args.use_pytorch_profiler:
             prof.stop()
         else:
@@ -364,18 +265,13 @@ def post_training_step_callbacks(
     return num_floating_point_operations_since_last_log_event
 
 
-def checkpoint_and_decide_exit(
-    model,
-    optimizer,
-    opt_param_scheduler,
-    iteration,
-    num_floating_point_operations_so_far,
-    checkpointing_context,
-    train_data_iterator,
-):
+def checkpoint_and_decide_exit(model, optimizer, opt_param_scheduler, iteration,
+                               num_floating_point_operations_so_far, checkpointing_context,
+                               train_data_iterator):
     """Save when due and say whether to stop: SIGTERM, then wall time, then --exit-interval."""
     args = get_args()
-    save = (iteration, model, optimizer, opt_param_scheduler, num_floating_point_operations_so_far, checkpointing_context)
+    save = (iteration, model, optimizer, opt_param_scheduler,
+            num_floating_point_operations_so_far, checkpointing_context)
 
     if args.exit_signal_handler and any(get_signal_handler().signals_received()):
         if args.save:
@@ -390,7 +286,8 @@ def checkpoint_and_decide_exit(
 
     if args.exit_duration_in_mins:
         train_time = (time.time() - _TRAIN_START_TIME) / 60.0
-        done = torch.tensor([train_time > args.exit_duration_in_mins], dtype=torch.int, device="cuda")
+        done = torch.tensor([train_time > args.exit_duration_in_mins], dtype=torch.int,
+                            device="cuda")
         torch.distributed.all_reduce(done, op=torch.distributed.ReduceOp.MAX)
         if done.item():
             if args.save and not saved_checkpoint:
@@ -406,23 +303,21 @@ def checkpoint_and_decide_exit(
     return False
 
 
-def _train(forward_step_func, model, optimizer, opt_param_scheduler, train_data_iterator, valid_data_iterator, config, checkpointing_context):
+def _train(forward_step_func, model, optimizer, opt_param_scheduler, train_data_iterator,
+           valid_data_iterator, config, checkpointing_context):
     args = get_args()
     profiled_rank = args.profile and torch.distributed.get_rank() in args.profile_ranks
     prof = _start_pytorch_profiler(args) if profiled_rank and args.use_pytorch_profiler else None
-    _harness.report.update(
-        start_iteration=args.iteration,
-        train_iters=args.train_iters,
-        profile=args.profile,
-        use_pytorch_profiler=args.use_pytorch_profiler,
-        megatron_torch_profiler=prof is not None,
-    )
+    _harness.report.update(start_iteration=args.iteration, train_iters=args.train_iters,
+                           profile=args.profile, use_pytorch_profiler=args.use_pytorch_profiler,
+                           megatron_torch_profiler=prof is not None)
     for chunk in model:
         chunk.train()
     config.grad_scale_func = optimizer.scale_loss
     config.finalize_model_grads_func = finalize_model_grads
     forward_backward_func = get_forward_backward_func()
-    step_args = (forward_step_func, train_data_iterator, model, optimizer, opt_param_scheduler, config)
+    step_args = (forward_step_func, train_data_iterator, model, optimizer, opt_param_scheduler,
+                 config)
     nsys_nvtx_context = None
     iteration = args.iteration
     should_exit, exit_code = False, 0
@@ -437,7 +332,8 @@ def _train(forward_step_func, model, optimizer, opt_param_scheduler, train_data_
                 nsys_nvtx_context = torch.autograd.profiler.emit_nvtx(record_shapes=True)
                 nsys_nvtx_context.__enter__()
 
-        batch_size = mpu.get_data_parallel_world_size() * args.micro_batch_size * get_num_microbatches()
+        batch_size = (mpu.get_data_parallel_world_size() * args.micro_batch_size
+                      * get_num_microbatches())
         # Upstream compares the 0-based loop counter: --iterations-to-skip K skips logged K+1.
         if iteration in args.iterations_to_skip:
             dummy_train_step(train_data_iterator)
@@ -449,32 +345,25 @@ def _train(forward_step_func, model, optimizer, opt_param_scheduler, train_data_
 
         args.curr_iteration = iteration
         step_start = time.time()
-        loss_dict, skipped_iter, should_checkpoint, should_exit, exit_code, grad_norm, _ = _call_train_step(
-            step_args, forward_backward_func, iteration
-        )
+        (loss_dict, skipped_iter, should_checkpoint, should_exit, exit_code, grad_norm,
+         _) = _call_train_step(step_args, forward_backward_func, iteration)
         if should_checkpoint:
-            save_checkpoint(iteration, model, optimizer, opt_param_scheduler, 0, checkpointing_context)
+            save_checkpoint(iteration, model, optimizer, opt_param_scheduler, 0,
+                            checkpointing_context)
         if should_exit:
             break
 
         iteration += 1
         args.consumed_train_samples += batch_size
-        training_log(
-            loss_dict,
-            iteration,
-            optimizer.param_groups[0]["lr"],
-            grad_norm,
-            skipped_iter,
-            (time.time() - step_start) * 1000.0,
-        )
+        training_log(loss_dict, iteration, optimizer.param_groups[0]["lr"], grad_norm,
+                     skipped_iter, (time.time() - step_start) * 1000.0)
         if args.eval_interval and iteration % args.eval_interval == 0 and args.do_valid:
-            evaluate_and_print_results(
-                f"iteration {iteration}", forward_step_func, valid_data_iterator, model, iteration, None, config
-            )
-        post_training_step_callbacks(model, optimizer, opt_param_scheduler, iteration, prof, 0, nsys_nvtx_context)
-        should_exit = checkpoint_and_decide_exit(
-            model, optimizer, opt_param_scheduler, iteration, 0, checkpointing_context, train_data_iterator
-        )
+            evaluate_and_print_results(f"iteration {iteration}", forward_step_func,
+                                       valid_data_iterator, model, iteration, None, config)
+        post_training_step_callbacks(model, optimizer, opt_param_scheduler, iteration, prof, 0,
+                                     nsys_nvtx_context)
+        should_exit = checkpoint_and_decide_exit(model, optimizer, opt_param_scheduler, iteration,
+                                                 0, checkpointing_context, train_data_iterator)
         if should_exit:
             break
 
@@ -486,53 +375,18 @@ def _train(forward_step_func, model, optimizer, opt_param_scheduler, train_data_
 
 if _harness.VERSION >= (0, 16):
 
-    def train(
-        forward_step_func,
-        model,
-        optimizer,
-        opt_param_scheduler,
-        train_data_iterator,
-        valid_data_iterator,
-        process_non_loss_data_func,
-        config,
-        checkpointing_context,
-        non_loss_data_func,
-        inference_model=None,
-    ):
+    def train(forward_step_func, model, optimizer, opt_param_scheduler, train_data_iterator,
+              valid_data_iterator, process_non_loss_data_func, config, checkpointing_context,
+              non_loss_data_func, inference_model=None):
         """Run train_step until --train-iters, evaluating and checkpointing on the way."""
-        return _train(
-            forward_step_func,
-            model,
-            optimizer,
-            opt_param_scheduler,
-            train_data_iterator,
-            valid_data_iterator,
-            config,
-            checkpointing_context,
-        )
+        return _train(forward_step_func, model, optimizer, opt_param_scheduler,
+                      train_data_iterator, valid_data_iterator, config, checkpointing_context)
 
 else:
 
-    def train(
-        forward_step_func,
-        model,
-        optimizer,
-        opt_param_scheduler,
-        train_data_iterator,
-        valid_data_iterator,
-        process_non_loss_data_func,
-        config,
-        checkpointing_context,
-        non_loss_data_func,
-    ):
+    def train(forward_step_func, model, optimizer, opt_param_scheduler, train_data_iterator,
+              valid_data_iterator, process_non_loss_data_func, config, checkpointing_context,
+              non_loss_data_func):
         """Run train_step until --train-iters, evaluating and checkpointing on the way."""
-        return _train(
-            forward_step_func,
-            model,
-            optimizer,
-            opt_param_scheduler,
-            train_data_iterator,
-            valid_data_iterator,
-            config,
-            checkpointing_context,
-        )
+        return _train(forward_step_func, model, optimizer, opt_param_scheduler,
+                      train_data_iterator, valid_data_iterator, config, checkpointing_context)
