@@ -306,8 +306,10 @@ def checkpoint_and_decide_exit(model, optimizer, opt_param_scheduler, iteration,
 def _train(forward_step_func, model, optimizer, opt_param_scheduler, train_data_iterator,
            valid_data_iterator, config, checkpointing_context):
     args = get_args()
-    profiled_rank = args.profile and torch.distributed.get_rank() in args.profile_ranks
-    prof = _start_pytorch_profiler(args) if profiled_rank and args.use_pytorch_profiler else None
+    prof = None
+    if (args.profile and torch.distributed.get_rank() in args.profile_ranks
+            and args.use_pytorch_profiler):
+        prof = _start_pytorch_profiler(args)
     _harness.report.update(start_iteration=args.iteration, train_iters=args.train_iters,
                            profile=args.profile, use_pytorch_profiler=args.use_pytorch_profiler,
                            megatron_torch_profiler=prof is not None)
@@ -323,7 +325,8 @@ def _train(forward_step_func, model, optimizer, opt_param_scheduler, train_data_
     should_exit, exit_code = False, 0
 
     while iteration < args.train_iters:
-        if profiled_rank:
+        # Re-read every iteration, as upstream: a plugin may have switched args.profile off.
+        if args.profile and torch.distributed.get_rank() in args.profile_ranks:
             if args.use_pytorch_profiler:
                 prof.step()
             elif iteration == args.profile_step_start:
