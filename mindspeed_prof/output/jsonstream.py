@@ -1,215 +1,305 @@
-"""Stream the events of a chrome trace in constant memory.
+"""Read the events of a chrome trace in pieces, in constant memory.
 
 Two shapes exist: torch_npu's ``trace_view.json`` is a bare JSON array of events, torch's
 ``*.pt.trace.json`` is an object whose ``traceEvents`` key holds that array. Either can be
-several GB, so the file is read in chunks and decoded batch by batch.
+several GB.
 
-Speed comes from handing the C decoder many events at once: a chunk is cut at its last
-``},`` and the part before it is decoded as one array. A cut that falls inside a string or a
-nested value cannot form a valid array (brackets or quotes stay open), so a failed batch only
-means "decode this stretch one event at a time", never a wrong result.
+The file is read in chunks and each chunk is cut after its last ``}, {`` (an event boundary
+when the cut is at the top level). The piece before the cut is checked as one array by a C
+decoder, which is what makes this fast. A cut that lands inside a nested value or a string
+can never form a valid array (a bracket or a quote stays open), so a failed piece only means
+"decode this stretch one event at a time": it costs time, never a wrong answer.
 """
 
-import codecs
 import gzip
 import json
+import re
 
 from .errors import CorruptFile
 
-CHUNK_CHARS = 1 << 22
-# One event never needs this much text; past it a "cut" value is really a broken one.
-MAX_EVENT_CHARS = 1 << 26
-_WS = " \t\r\n"
-_decoder = json.JSONDecoder()
-_raw_decode = _decoder.raw_decode
+CHUNK_BYTES = 1 << 22
+# One event never needs this much text; past it a "cut short" event is really a broken file.
+MAX_EVENT_BYTES = 1 << 26
+_WS = b" \t\r\n"
+_WS_STR = " \t\r\n"
+_raw_decode = json.JSONDecoder().raw_decode
 
 
-class _Text:
-    """Characters of a (possibly gzipped) UTF-8 file, refilled on demand."""
+class _Source:
+    """Bytes of a (possibly gzipped) file with a movable read position."""
 
     def __init__(self, path, chunk):
         opener = gzip.open if str(path).endswith(".gz") else open
         self._handle = opener(path, "rb")
-        self._utf8 = codecs.getincrementaldecoder("utf-8")("strict")
         self._chunk = chunk
-        self.buf = ""
+        self.buf = b""
         self.pos = 0
-        self.consumed = 0  # characters dropped from the front of buf
+        self.base = 0  # file offset of buf[0]
         self.eof = False
 
     def close(self):
         self._handle.close()
 
-    def offset(self, pos=None):
-        return self.consumed + (self.pos if pos is None else pos)
-
-    def more(self):
-        """Append one chunk; False at end of file."""
-        if self.eof:
-            return False
-        try:
-            raw = self._handle.read(self._chunk)
-            text = self._utf8.decode(raw, final=not raw)
-        except (UnicodeDecodeError, OSError, EOFError, gzip.BadGzipFile) as exc:
-            raise CorruptFile(f"unreadable at character {self.offset(len(self.buf))}: {exc}")
-        if not raw:
-            self.eof = True
+    def fill(self, want):
+        """Read until ``want`` bytes lie after pos, or the file ends."""
         if self.pos:
-            self.consumed += self.pos
+            self.base += self.pos
             self.buf = self.buf[self.pos:]
             self.pos = 0
-        self.buf += text
-        return bool(raw) or bool(text)
+        parts = [self.buf]
+        have = len(self.buf)
+        while have < want and not self.eof:
+            try:
+                raw = self._handle.read(max(self._chunk, want - have))
+            except (OSError, EOFError) as exc:  # gzip damage surfaces here
+                raise CorruptFile(f"unreadable at byte {self.base + have}: {exc}") from None
+            if not raw:
+                self.eof = True
+            parts.append(raw)
+            have += len(raw)
+        self.buf = b"".join(parts)
 
     def skip_ws(self):
-        """Position at the next non-blank character; returns it, or '' at end of file."""
+        """The next non-blank byte as a 1-char str ('' at end of file); pos moves onto it."""
         while True:
-            buf, pos, n = self.buf, self.pos, len(self.buf)
-            while pos < n and buf[pos] in _WS:
-                pos += 1
-            self.pos = pos
-            if pos < n:
-                return buf[pos]
-            if not self.more():
+            n = len(self.buf)
+            while self.pos < n and self.buf[self.pos] in _WS:
+                self.pos += 1
+            if self.pos < n:
+                return chr(self.buf[self.pos])
+            if self.eof:
                 return ""
+            self.fill(self._chunk)
+
+    def text(self, end=None, partial=False):
+        """Decode buf[pos:end]; with ``partial``, a multi-byte character cut at the end waits."""
+        end = len(self.buf) if end is None else end
+        try:
+            return self.buf[self.pos:end].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if partial and exc.reason == "unexpected end of data":
+                return self.buf[self.pos:self.pos + exc.start].decode("utf-8")
+            raise CorruptFile(f"not UTF-8 at byte {self.base + self.pos + exc.start}") from None
 
     def value(self):
-        """Decode one JSON value at pos, reading more text while it is cut short."""
+        """Decode one small JSON value at pos (a key, or a non-event value of a torch trace)."""
         while True:
+            text = self.text(partial=not self.eof)
             try:
-                obj, end = _raw_decode(self.buf, self.pos)
+                obj, end = _raw_decode(text)
             except json.JSONDecodeError as exc:
-                if _maybe_cut(exc, self.buf) and len(self.buf) - self.pos < MAX_EVENT_CHARS \
-                        and self.more():
-                    continue
-                raise CorruptFile(_describe(exc, self)) from None
-            # A number or literal touching the buffer end may continue in the next chunk.
-            if end >= len(self.buf) and not isinstance(obj, (dict, list, str)) and self.more():
+                if self.eof or len(self.buf) - self.pos > MAX_EVENT_BYTES:
+                    raise CorruptFile(_describe(exc, self, text)) from None
+                self.fill(len(self.buf) - self.pos + self._chunk)
                 continue
-            self.pos = end
+            if end >= len(text) and not self.eof:  # a number may go on in the next chunk
+                self.fill(len(self.buf) - self.pos + self._chunk)
+                continue
+            self.pos += len(text[:end].encode("utf-8"))
             return obj
 
 
-def _maybe_cut(exc, buf):
+def _describe(exc, src, text):
+    where = src.base + src.pos + len(text[:exc.pos].encode("utf-8"))
+    if src.eof and _maybe_cut(exc, text):
+        return f"truncated JSON: the file ends inside a value (byte {where})"
+    return f"invalid JSON at byte {where}: {exc.msg}"
+
+
+def _maybe_cut(exc, text):
     # raw_decode reports an unterminated string at the string's start, every other cut at the end.
-    return exc.pos >= len(buf) - 8 or exc.msg.startswith("Unterminated string")
+    return exc.pos >= len(text.rstrip(_WS_STR)) - 1 or exc.msg.startswith("Unterminated string")
 
 
-def _describe(exc, text):
-    where = text.offset(exc.pos)
-    if text.eof and _maybe_cut(exc, text.buf):
-        return f"truncated JSON: the file ends inside a value (character {where})"
-    return f"invalid JSON at character {where}: {exc.msg}"
+def last_boundary(data, lo, hi):
+    """Index of the ``}`` of the last ``}<ws>,<ws>{`` in data[lo:hi], or -1."""
+    close, comma, brace = ("}", ",", "{") if isinstance(data, str) else (b"}", b",", b"{")
+    ws = _WS_STR if isinstance(data, str) else _WS
+    needle = close + comma
+    j = hi
+    while True:
+        k = data.rfind(needle, lo, j)
+        if k < 0:
+            return -1
+        m = k + 2
+        while m < hi and data[m:m + 1] in ws and m - k < 64:
+            m += 1
+        if data[m:m + 1] == brace:
+            return k
+        j = k
 
 
-def iter_event_batches(path, chunk_chars=CHUNK_CHARS):
-    """Yield lists of events (dicts, as decoded) from a trace file of either shape.
+def pieces(path, validate, chunk=CHUNK_BYTES):
+    """Yield ``(text, result)`` for consecutive runs of events.
 
-    Raises ``CorruptFile`` (with the character offset and whether the file looks truncated)
-    for anything that is not a complete chrome trace; events already yielded stay valid.
+    ``validate(text)`` checks ``"[" + text + "]"`` and returns what the caller wants from it
+    (a count, a list...), raising ValueError when it is not valid JSON. When the fast route
+    fails, ``text`` is None and ``result`` is the list of events decoded one by one.
+    Raises ``CorruptFile`` (saying where, and whether the file looks truncated).
     """
-    text = _Text(path, chunk_chars)
+    src = _Source(path, chunk)
     try:
-        first = text.skip_ws()
-        if first == "\ufeff":
-            text.pos += 1
-            first = text.skip_ws()
+        src.fill(chunk)
+        first = src.skip_ws()
+        if src.buf[src.pos:src.pos + 3] == b"\xef\xbb\xbf":
+            src.pos += 3
+            first = src.skip_ws()
         if first == "[":
-            text.pos += 1
-            yield from _array(text)
+            src.pos += 1
+            yield from _array(src, validate)
         elif first == "{":
-            text.pos += 1
-            yield from _object(text)
+            src.pos += 1
+            yield from _object(src, validate)
         elif first == "":
             raise CorruptFile("empty file (no JSON)")
         else:
             raise CorruptFile(f"not a chrome trace: starts with {first!r}, expected '[' or '{{'")
-        if text.skip_ws():
-            raise CorruptFile(f"extra data after the trace at character {text.offset()}")
+        if src.skip_ws():
+            raise CorruptFile(f"extra data after the trace at byte {src.base + src.pos}")
     finally:
-        text.close()
+        src.close()
 
 
-def iter_events(path, chunk_chars=CHUNK_CHARS):
-    for batch in iter_event_batches(path, chunk_chars):
-        yield from batch
-
-
-def _object(text):
-    """Top-level object: stream ``traceEvents``, decode every other key whole."""
+def _object(src, validate):
+    """A torch trace: stream ``traceEvents``, decode every other key whole."""
     seen_events = False
-    if text.skip_ws() == "}":
-        text.pos += 1
-        raise CorruptFile("no 'traceEvents' in this trace object")
     while True:
-        if text.skip_ws() != '"':
-            raise _unexpected(text, "a key string")
-        key = text.value()
-        if text.skip_ws() != ":":
-            raise _unexpected(text, "':'")
-        text.pos += 1
-        if key == "traceEvents":
-            if text.skip_ws() != "[":
-                raise _unexpected(text, "'[' for traceEvents")
-            text.pos += 1
+        token = src.skip_ws()
+        if token == "}" and not seen_events:
+            raise CorruptFile("no 'traceEvents' in this trace object")
+        if token != '"':
+            raise _unexpected(src, "a key string", token)
+        key = src.value()
+        if src.skip_ws() != ":":
+            raise _unexpected(src, "':'")
+        src.pos += 1
+        if key == "traceEvents" and src.skip_ws() == "[":
+            src.pos += 1
             seen_events = True
-            yield from _array(text)
+            yield from _array(src, validate)
         else:
-            if not text.skip_ws():
+            if not src.skip_ws():
                 raise CorruptFile("truncated JSON: the file ends inside the trace object")
-            text.value()
-        sep = text.skip_ws()
-        text.pos += 1 if sep else 0
+            src.value()
+        sep = src.skip_ws()
         if sep == "}":
+            src.pos += 1
             break
         if sep != ",":
-            raise _unexpected(text, "',' or '}'", sep)
+            raise _unexpected(src, "',' or '}'", sep)
+        src.pos += 1
     if not seen_events:
-        raise CorruptFile("no 'traceEvents' in this trace object")
+        raise CorruptFile("no 'traceEvents' array in this trace object")
 
 
-def _array(text):
-    if text.skip_ws() == "]":
-        text.pos += 1
+def _array(src, validate):
+    if src.skip_ws() == "]":
+        src.pos += 1
         return
+    floor = 0  # file offset past a cut known to be nested: the next cut must lie beyond it
     while True:
-        batch = _fast_batch(text)
-        if batch is not None:
-            yield batch
-            continue
-        if not text.skip_ws():
-            raise CorruptFile("truncated JSON: the file ends inside the event array")
-        yield [text.value()]
-        sep = text.skip_ws()
-        if sep == "]":
-            text.pos += 1
-            return
-        if sep != ",":
-            if not sep:
+        if len(src.buf) - src.pos < src._chunk and not src.eof:
+            src.fill(src._chunk)
+        lo = max(src.pos, floor - src.base)
+        cut = -1 if src.eof else last_boundary(src.buf, lo, len(src.buf))
+        if cut < 0:
+            if not src.eof:
+                if len(src.buf) - src.pos > MAX_EVENT_BYTES:
+                    raise CorruptFile(f"no event boundary in {MAX_EVENT_BYTES >> 20} MB after "
+                                      f"byte {src.base + src.pos}: the file is corrupt")
+                src.fill(len(src.buf) - src.pos + src._chunk)
+                continue
+            # The tail: the last events, the closing bracket and (torch) the remaining keys.
+            text = src.text()
+            events, used, closed = _one_by_one(text, src)
+            if events:
+                yield None, events
+            if not closed:
                 raise CorruptFile("truncated JSON: the file ends inside the event array")
-            raise _unexpected(text, "',' or ']'", sep)
-        text.pos += 1
+            src.pos += len(text[:used].encode("utf-8"))
+            return
+        text = src.text(cut + 1)
+        try:
+            result = validate(text)
+        except ValueError:
+            events, used, closed = _one_by_one(text, src, cut_at_end=True)
+            if events:
+                yield None, events
+            src.pos += len(text[:used].encode("utf-8"))
+            if closed:  # the cut lay beyond the array, in a torch trace's trailing keys
+                return
+            if used >= len(text):
+                _after_piece(src)
+            else:
+                floor = src.base + cut + 1
+            continue
+        floor = 0
+        src.pos = cut + 1
+        _after_piece(src)
+        yield text, result
 
 
-def _fast_batch(text):
-    """Decode every complete event up to the last ``},`` of the buffer in one call, or None."""
-    if len(text.buf) - text.pos < (1 << 16) and not text.eof:
-        text.more()
-    buf, pos = text.buf, text.pos
-    cut = buf.rfind("},", pos)
-    if cut < 0 or cut - pos < 4096:
-        return None
-    try:
-        batch = json.loads("[" + buf[pos:cut + 1] + "]")
-    except ValueError:
-        return None
-    text.pos = cut + 2
-    return batch
+def _after_piece(src):
+    """Step over the comma that follows a piece (it is there: the cut was at ``},``)."""
+    src.skip_ws()
+    src.pos += 1
 
 
-def _unexpected(text, wanted, got=None):
-    got = text.buf[text.pos:text.pos + 1] if got is None else got
+def _one_by_one(text, src, cut_at_end=False):
+    """Decode events separated by commas until the text ends or the array closes.
+
+    Returns (events, characters used, whether ']' closed the array). With ``cut_at_end``,
+    an event broken off at the end of the text is left for the next read.
+    """
+    events = []
+    i, n = 0, len(text)
+    while True:
+        while i < n and text[i] in _WS_STR:
+            i += 1
+        start = i
+        try:
+            obj, i = _raw_decode(text, i)
+        except json.JSONDecodeError as exc:
+            if cut_at_end and _maybe_cut(exc, text):
+                return events, start, False
+            raise CorruptFile(_describe_at(exc, src, text)) from None
+        events.append(obj)
+        while i < n and text[i] in _WS_STR:
+            i += 1
+        if i >= n:
+            return events, n, False
+        if text[i] == "]":
+            return events, i + 1, True
+        if text[i] != ",":
+            raise CorruptFile(f"invalid JSON at byte {_byte_at(src, text, i)}: expected ',' or "
+                              f"']' between events, found {text[i]!r}")
+        i += 1
+
+
+def _describe_at(exc, src, text):
+    where = _byte_at(src, text, exc.pos)
+    if src.eof and _maybe_cut(exc, text):
+        return f"truncated JSON: the file ends inside an event (byte {where})"
+    return f"invalid JSON at byte {where}: {exc.msg}"
+
+
+def _byte_at(src, text, index):
+    return src.base + src.pos + len(text[:index].encode("utf-8"))
+
+
+def _unexpected(src, wanted, got=None):
+    got = src.skip_ws() if got is None else got
     if not got:
         return CorruptFile("truncated JSON: the file ends inside the trace")
-    return CorruptFile(f"invalid JSON at character {text.offset()}: expected {wanted}, "
+    return CorruptFile(f"invalid JSON at byte {src.base + src.pos}: expected {wanted}, "
                        f"found {got!r}")
+
+
+def iter_event_batches(path, chunk=CHUNK_BYTES):
+    """Lists of decoded events, in file order; raises ``CorruptFile`` where the file breaks."""
+    for text, result in pieces(path, _loads_array, chunk):
+        yield result
+
+
+def _loads_array(text):
+    return json.loads("[" + text + "]")
