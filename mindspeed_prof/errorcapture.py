@@ -42,9 +42,13 @@ class _Tee:
 
 @contextlib.contextmanager
 def capture_error_lines(on_error):
+    """Tee stdout/stderr during the block; ``on_error(line)`` runs for each ``[ERROR]`` line once
+    the streams are restored, so the callback's own logging is not captured again."""
+    found = []
+
     def on_line(line):
         if ERROR_LINE.search(line):
-            on_error(line.strip())
+            found.append(line.strip())
 
     out, err = _Tee(sys.stdout, on_line), _Tee(sys.stderr, on_line)
     saved = sys.stdout, sys.stderr
@@ -55,3 +59,5 @@ def capture_error_lines(on_error):
         sys.stdout, sys.stderr = saved
         out.finish()
         err.finish()
+        for line in found:
+            on_error(line)

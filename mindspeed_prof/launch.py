@@ -15,8 +15,20 @@ USAGE = ("usage: python -m mindspeed_prof.launch SCRIPT.py [ARGS...]\n"
          "--profile* flags.")
 
 
+def _script_first(argv):
+    """``python -m torch.distributed.launch`` (without --use-env) puts ``--local-rank=N`` before
+    the script; the script expects it among its own arguments, as ``python SCRIPT`` would see it."""
+    leading = []
+    while argv and argv[0].startswith(("--local-rank", "--local_rank")):
+        token = argv.pop(0)
+        leading.append(token)
+        if "=" not in token and argv:
+            leading.append(argv.pop(0))
+    return argv[:1] + leading + argv[1:]
+
+
 def main(argv=None):
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = _script_first(list(sys.argv[1:] if argv is None else argv))
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, file=sys.stderr if not argv else sys.stdout)
         return 2 if not argv else 0

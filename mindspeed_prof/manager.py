@@ -200,6 +200,8 @@ class ProfilerManager:
             self.manifest.add_files(new, self._window)
             if backend.failed:
                 status = "failed"
+            elif self.config.profile_analyse == "offline" and backend.name == "npu":
+                status = "unparsed"  # as asked: raw data now, `mindspeed-prof analyse` later
             elif not backend.saved.is_set() or backend.pending_note():
                 status = "parsing"
             elif not backend.outputs():

@@ -13,7 +13,7 @@ Schema (version 1)::
     windows               [{start, end, dir, status, iterations_recorded, files}]
     parallel              {tensor_model_parallel_size, ..., rank, world_size} or null
     versions              {python, torch, torch_npu, cann, megatron_core, mindspeed}
-    status                armed | running | parsing | complete | failed | incomplete
+    status                armed | running | parsing | unparsed | complete | failed | incomplete
     exit                  {reason, detail} - how the training run ended
     errors, warnings      [{time, phase, message}]
     files                 every output path, relative to the save path
@@ -28,7 +28,7 @@ import time
 from .version import __version__
 
 SCHEMA = 1
-STATUSES = ("armed", "running", "parsing", "complete", "failed", "incomplete")
+STATUSES = ("armed", "running", "parsing", "unparsed", "complete", "failed", "incomplete")
 
 
 class Manifest:

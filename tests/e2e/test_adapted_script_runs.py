@@ -70,8 +70,6 @@ python -m torch.distributed.launch $DISTRIBUTED_ARGS pretrain_standin.py \\
 """
 
 
-@pytest.mark.xfail(strict=False, reason="torch.distributed.launch (no --use-env) puts "
-                   "--local-rank=N before SCRIPT; mindspeed_prof.launch must pass it on")
 def test_adapted_torch_distributed_launch_command_reaches_the_training_script(tmp_path):
     (tmp_path / "pretrain_standin.py").write_text(STAND_IN)
     (tmp_path / "run.sh").write_text(LAUNCH_SCRIPT)

@@ -48,3 +48,10 @@ def test_pth_line_arms_the_patches_when_profile_is_on_the_command_line(tmp_path)
 
 def test_autoload_can_be_switched_off(tmp_path):
     assert run_pth_line(tmp_path, ["--profile"], {"MINDSPEED_PROF_AUTOLOAD": "0"}) is False
+
+
+def test_launcher_moves_torch_distributed_launch_local_rank_after_the_script():
+    from mindspeed_prof.launch import _script_first
+    assert _script_first(["--local-rank=1", "pretrain_gpt.py", "--profile"]) == [
+        "pretrain_gpt.py", "--local-rank=1", "--profile"]
+    assert _script_first(["--local_rank", "0", "train.py"]) == ["train.py", "--local_rank", "0"]

@@ -1,0 +1,166 @@
+"""The torch_npu backend against the fake torch_npu of each mirrored wheel (2.6.0, 2.7.1, 2.14.0)."""
+
+import csv
+import glob
+import json
+import os
+import sys
+
+import pytest
+import torch
+
+from helpers.traces import manifest
+from mindspeed_prof import ProfilerConfig, ProfilerManager, profile
+from mindspeed_prof.errors import BackendUnavailable, ConfigError
+
+VERSIONS = ("2.6.0", "2.7.1", "2.14.0")
+MODEL = torch.nn.Linear(32, 32)
+LAYOUT = {"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 1,
+          "data_parallel_size": 1, "context_parallel_size": 1, "expert_model_parallel_size": 1,
+          "sequence_parallel": False, "rank": 0, "world_size": 2}
+
+
+@pytest.fixture
+def fake_npu(monkeypatch):
+    from fakes.loader import FAKES_DIR, ensure_on_path, load_fake_torch_npu, unload_fake_torch_npu
+
+    # torchrun sets RANK; torch_npu names profiler_info_{RANK}.json after it
+    monkeypatch.setenv("RANK", "0")
+
+    def load(version, fail=None):
+        if fail:
+            monkeypatch.setenv("FAKE_TORCH_NPU_FAIL", fail)
+        if fail == "import":  # the backend's own import is what must fail
+            ensure_on_path()
+            unload_fake_torch_npu()
+            monkeypatch.setenv("FAKE_TORCH_NPU_VERSION", version)
+            return None
+        return load_fake_torch_npu(version)
+
+    yield load
+    analysis = sys.modules.get("torch_npu.profiler.analysis")
+    if analysis is not None:
+        analysis.wait_for_async_parses(timeout=60)
+    unload_fake_torch_npu()
+    while FAKES_DIR in sys.path:
+        sys.path.remove(FAKES_DIR)
+    os.environ.pop("FAKE_TORCH_NPU_VERSION", None)
+
+
+def config(tmp_path, **overrides):
+    values = dict(profile=True, profile_step_start=3, profile_step_end=5, profile_backend="npu",
+                  profile_save_path=str(tmp_path / "prof"), profile_analyse="sync")
+    values.update(overrides)
+    return ProfilerConfig(**values)
+
+
+def run_loop(cfg, iterations=6):
+    with profile(cfg, train_iters=iterations, rank=0, world_size=2, parallel=LAYOUT) as prof:
+        for _ in range(iterations):
+            MODEL(torch.randn(4, 32)).sum().backward()
+            prof.step()
+
+
+def run_dirs(tmp_path):
+    return glob.glob(str(tmp_path / "prof" / "rank0_*_ascend_pt"))
+
+
+def kernel_step_ids(run_dir):
+    with open(os.path.join(run_dir, "ASCEND_PROFILER_OUTPUT", "kernel_details.csv")) as handle:
+        return sorted({row["Step Id"] for row in csv.DictReader(handle)})
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_kernel_step_ids_equal_the_window_iterations(tmp_path, fake_npu, version):
+    fake_npu(version)
+    run_loop(config(tmp_path, profile_level="level1", profile_with_cpu=True))
+    (run_dir,) = run_dirs(tmp_path)
+    assert kernel_step_ids(run_dir) == ["3", "4"]
+    assert glob.glob(os.path.join(run_dir, "profiler_info_0.json"))
+    assert manifest(tmp_path / "prof", 0)["status"] == "complete"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_distributed_args_reach_profiler_metadata(tmp_path, fake_npu, version):
+    fake_npu(version)
+    run_loop(config(tmp_path))
+    with open(os.path.join(run_dirs(tmp_path)[0], "profiler_metadata.json")) as handle:
+        assert json.load(handle)["distributed_args"] == LAYOUT
+
+
+def test_keyword_the_installed_torch_npu_lacks_is_dropped_by_name(tmp_path, fake_npu):
+    fake_npu("2.6.0")
+    run_loop(config(tmp_path, profile_mstx=True))
+    warnings = [w["message"] for w in manifest(tmp_path / "prof", 0)["warnings"]]
+    assert "torch_npu 2.6.0 does not support --profile-mstx; it is ignored (upgrade torch_npu to use it)." in warnings
+    assert run_dirs(tmp_path)
+
+
+def test_old_torch_npu_forcing_aic_metrics_at_level1_is_announced(tmp_path, fake_npu):
+    fake_npu("2.7.1")
+    run_loop(config(tmp_path, profile_level="level1", profile_aic_metrics="AiCoreNone"))
+    warnings = " ".join(w["message"] for w in manifest(tmp_path / "prof", 0)["warnings"])
+    assert "upgrades --profile-aic-metrics AiCoreNone to PipeUtilization" in warnings
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_errors_torch_npu_only_prints_are_surfaced(tmp_path, fake_npu, version, capsys):
+    fake_npu(version, fail="start")
+    run_loop(config(tmp_path))  # training goes on: torch_npu swallowed the failure
+    data = manifest(tmp_path / "prof", 0)
+    assert data["status"] == "failed"
+    assert any("Call start failed" in e["message"] for e in data["errors"])
+    assert "rank 0] ERROR: start:" in capsys.readouterr().err
+
+
+def test_parser_failure_in_sync_mode_is_recorded(tmp_path, fake_npu):
+    fake_npu("2.14.0", fail="parse")
+    run_loop(config(tmp_path, profile_level="level1"))
+    data = manifest(tmp_path / "prof", 0)
+    assert data["status"] == "failed"
+    assert any(e["phase"] == "parse" for e in data["errors"])
+
+
+def test_offline_mode_keeps_raw_data_unparsed(tmp_path, fake_npu):
+    fake_npu("2.14.0")
+    run_loop(config(tmp_path, profile_analyse="offline"))
+    (run_dir,) = run_dirs(tmp_path)
+    assert not os.path.isdir(os.path.join(run_dir, "ASCEND_PROFILER_OUTPUT"))
+    assert manifest(tmp_path / "prof", 0)["status"] == "unparsed"
+
+
+def test_async_mode_parses_off_the_training_thread(tmp_path, fake_npu):
+    fake_npu("2.14.0")
+    run_loop(config(tmp_path, profile_analyse="async", profile_with_cpu=True))
+    sys.modules["torch_npu.profiler.analysis"].wait_for_async_parses(timeout=60)
+    assert kernel_step_ids(run_dirs(tmp_path)[0]) == ["3", "4"]
+
+
+def test_cpu_activity_only_with_profile_with_cpu_and_its_absence_is_explained(tmp_path, fake_npu):
+    fake_npu("2.7.1")
+    run_loop(config(tmp_path))
+    with open(glob.glob(os.path.join(run_dirs(tmp_path)[0], "profiler_info_*.json"))[0]) as handle:
+        activities = json.load(handle)["config"]["common_config"]["activities"]
+    assert activities == ["ProfilerActivity.NPU"]
+    warnings = " ".join(w["message"] for w in manifest(tmp_path / "prof", 0)["warnings"])
+    assert "without --profile-with-cpu torch_npu records no ProfilerStep markers" in warnings
+
+
+def test_save_path_torch_npu_would_refuse_fails_at_start_up(tmp_path, fake_npu):
+    fake_npu("2.7.1")
+    manager = ProfilerManager(config(tmp_path, profile_save_path=str(tmp_path / "run:1")))
+    with pytest.raises(ConfigError, match="--profile-save-path .*run:1 contains ':'"):
+        manager.arm(train_iters=6)
+
+
+def test_npu_backend_without_a_working_torch_npu_is_a_start_up_error(tmp_path, fake_npu):
+    fake_npu("2.7.1", fail="import")
+    with pytest.raises(BackendUnavailable, match="--profile-backend npu needs a working torch_npu.*libhccl"):
+        ProfilerManager(config(tmp_path))
+
+
+def test_auto_backend_picks_npu_when_torch_npu_works(tmp_path, fake_npu):
+    fake_npu("2.14.0")
+    manager = ProfilerManager(config(tmp_path, profile_backend="auto"))
+    manager.close()
+    assert manager.backend_name == "npu"
