@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The whole mindspeed_prof chain on a CPU, in about half a minute:
+#   1. a Megatron-style launch script (pretrain_gpt.sh, torchrun, 2 ranks, tiny real megatron-core
+#      GPT on the CPU stand-in for megatron.training that the tests use),
+#   2. `mindspeed-prof adapt-script` writes a profiling copy of it (the original is not touched),
+#   3. the copy runs: rank 1 is profiled at iterations 3-4 with torch.profiler,
+#   4. `mindspeed-prof check` gives the deliverables verdict, `summary` what the trace says.
+# Usage: bash scripts/demo.sh [OUTPUT_DIR]     (default: ./demo_output)
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+OUT=$(mkdir -p "${1:-demo_output}" && cd "${1:-demo_output}" && pwd)
+rm -rf "${OUT:?}/profile" "$OUT/pretrain_gpt.sh" "$OUT/pretrain_gpt_profile.sh"
+
+# The user's launch script; its adapted copy finds the training code through MEGATRON_PATH.
+cp "$REPO/tests/harness/pretrain_gpt.sh" "$OUT/pretrain_gpt.sh"
+export MEGATRON_PATH="$REPO/tests/harness"
+
+echo "== 1. adapt the launch script (the original stays as it is)"
+mindspeed-prof adapt-script "$OUT/pretrain_gpt.sh" \
+    --profile-ranks 1 --profile-step-start 3 --profile-step-end 5 \
+    --profile-save-path "$OUT/profile"
+
+echo "== 2. train: torchrun, 2 ranks, 6 iterations; rank 1 profiles iterations 3-4"
+if ! (cd "$OUT" && NPROC=2 TRAIN_ITERS=6 bash "$OUT/pretrain_gpt_profile.sh" >"$OUT/train.log" 2>&1); then
+    tail -n 30 "$OUT/train.log"
+    echo "training failed; full log: $OUT/train.log"
+    exit 1
+fi
+grep -E "^\[mindspeed_prof| iteration " "$OUT/train.log"
+
+echo "== 3. files written"
+find "$OUT/profile" -type f | sort
+
+echo "== 4. deliverables check"
+mindspeed-prof check "$OUT/profile" --ranks 1
+
+echo "== 5. summary"
+mindspeed-prof summary "$OUT/profile" --top 5
+
+echo "Open $OUT/profile/rank1.*.pt.trace.json in https://ui.perfetto.dev or chrome://tracing."
