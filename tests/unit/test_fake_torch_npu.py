@@ -601,16 +601,15 @@ def test_run_dir_timestamp_is_utc_only_on_2_6_0(load, tmp_path, monkeypatch, ver
 
 def test_async_parse_returns_early_and_completes_in_the_background(load, tmp_path, monkeypatch, capsys):
     npu = load("2.14.0")
-    monkeypatch.setenv("FAKE_TORCH_NPU_PARSE_DELAY_S", "0.5")
+    monkeypatch.setenv("FAKE_TORCH_NPU_PARSE_DELAY_S", "1.0")
 
-    started = time.monotonic()
     record_window(npu, tmp_path, handler_kwargs={"async_mode": True})
-    returned_after = time.monotonic() - started
 
-    assert npu.profiler.analysis.wait_for_async_parses(timeout=30)
     [run] = run_dirs(tmp_path)
-    assert returned_after < 0.5 + 5  # the delay is not paid inside step()
-    assert os.path.exists(os.path.join(run, "ASCEND_PROFILER_OUTPUT", "analyse.done"))
+    done = os.path.join(run, "ASCEND_PROFILER_OUTPUT", "analyse.done")
+    assert not os.path.exists(done)  # stop() returned while the parse was still sleeping
+    assert npu.profiler.analysis.wait_for_async_parses(timeout=30)
+    assert os.path.exists(done)
     assert os.path.exists(os.path.join(run, "ASCEND_PROFILER_OUTPUT", "kernel_details.csv"))
     assert has_line(capsys.readouterr().out, "INFO", f"Start parsing profiling data in async mode at: {run}")
 

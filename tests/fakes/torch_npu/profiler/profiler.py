@@ -17,6 +17,7 @@ from ._action_controller import ProfActionController
 from ._console import ErrCode, no_exception_func, print_warn_msg, prof_error
 from ._paths import ProfPathCreator, check_input_path, realpath
 from ._signatures import without_keywords
+from .analysis import NpuProfiler
 from .experimental_config import _ExperimentalConfig
 from .profiler_interface import _ProfInterface, supported_activities
 from .scheduler import ProfilerAction, _default_schedule_fn
@@ -306,8 +307,6 @@ class profile(_KinetoProfile):
 @no_exception_func()
 def analyse(profiler_path: str, max_process_number: int = DEFAULT_PROCESS_NUMBER,
             export_type: Union[str, list] = None):
-    from .analysis import NpuProfiler
-
     if not isinstance(max_process_number, int) or max_process_number <= 0:
         max_process_number = DEFAULT_PROCESS_NUMBER
         print_warn_msg("Invalid max_process_number, reset it to default!")

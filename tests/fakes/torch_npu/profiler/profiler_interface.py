@@ -16,6 +16,7 @@ from . import _constants as C
 from . import _raw_format
 from ._capture import CaptureSession
 from ._console import no_exception_func, print_warn_msg
+from .analysis import NpuProfiler
 from ._paths import ProfPathCreator
 from .experimental_config import _ExperimentalConfig
 
@@ -138,8 +139,6 @@ class _ProfInterface:
     def analyse(self, analysis_type: str = C.TENSORBOARD_TRACE_HANDLER, output_path: str = None, **kwargs):
         if not self._is_env_valid:
             return
-        from .analysis import NpuProfiler
-
         try:
             NpuProfiler.analyse(self.prof_path, analysis_type, output_path, **kwargs)
         except Exception as err:
