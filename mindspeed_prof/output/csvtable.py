@@ -23,6 +23,9 @@ MAX_HEADER_BYTES = 1 << 20
 MAX_RECORD_BYTES = 1 << 26
 MISSING = ("", "N/A", "NA", "n/a", "None", "null")
 UINT32_MAX = 4294967295
+# Rows of the wrong width a table may have before it counts as corrupt (or 1% of its rows).
+MAX_BAD_ROWS = 10
+_SKIP = object()
 
 
 @dataclass(frozen=True)
@@ -97,11 +100,19 @@ class CsvTable:
     def rows(self):
         """Tuples of the wanted columns' raw values (None where the file lacks the column)."""
         positions = [self.index[c.name] for c in self.columns]
-        yield from _RowReader(self.path, self._body_start, self.width, positions)
+        self._reader = _RowReader(self.path, self._body_start, self.width, positions)
+        yield from self._reader
 
     def count_rows(self):
         """Check every row's width (fast: no row is split); returns how many rows there are."""
-        return _RowReader(self.path, self._body_start, self.width, []).count()
+        self._reader = _RowReader(self.path, self._body_start, self.width, [])
+        return self._reader.count()
+
+    @property
+    def malformed(self):
+        """(rows skipped for their width, the first one) after rows() / count_rows()."""
+        reader = getattr(self, "_reader", None)
+        return (reader.bad_rows, reader.first_bad) if reader else (0, None)
 
 
 def _read_header(path):
@@ -136,33 +147,49 @@ class _RowReader:
         self.pick = _picker(positions)
         self.line = 1  # lines read so far, the header included
         self.rows = 0
+        self.bad_rows = 0
+        self.first_bad = None
 
     def __iter__(self):
         for text, cut_short in self._blocks():
             yield from self._rows(text, cut_short)
-        self._require_rows()
+        self._finish()
 
     def count(self):
         """Check every record's width without splitting rows; returns the number of rows."""
-        commas = self.width - 1
         for text, cut_short in self._blocks():
-            # Splitting on quotes alternates outside/inside quoted fields ("" escapes
-            # included), so the even pieces hold every separator and every record end.
-            outside = "".join(text.split('"')[0::2]) if '"' in text else text
-            records = outside.count("\n") + (1 if cut_short else 0)
-            if outside.count(",") == records * commas:
-                self.line += text.count("\n") if outside is not text else records
+            records = self._whole_records(text, cut_short)
+            if records is not None:
+                self.line += text.count("\n")
                 self.rows += records
             else:  # something is off: the slow pass names the line (or accepts blank lines)
                 for _ in self._rows(text, cut_short):
                     pass
-        self._require_rows()
+        self._finish()
         return self.rows
 
-    def _require_rows(self):
-        if self.rows == 0:
+    def _whole_records(self, text, cut_short):
+        """The block's record count when every record has the header's width, else None.
+
+        Splitting on quotes alternates outside/inside quoted fields ("" escapes included),
+        so the even pieces hold every separator and every record end.
+        """
+        outside = "".join(text.split('"')[0::2]) if '"' in text else text
+        records = outside.count("\n") + (1 if cut_short else 0)
+        if outside.count(",") != records * (self.width - 1):
+            return None
+        if outside is not text and outside.count("\n") != text.count("\n"):
+            return None  # a quoted field spans lines: only csv can split those records
+        return records
+
+    def _finish(self):
+        if self.rows == 0 and not self.bad_rows:
             raise CorruptFile("header only, no rows (torch_npu never writes an empty table: "
                               "the file was cut short)")
+        # A stray ragged row (upstream samples have one) leaves the table usable; many do not.
+        if self.bad_rows > max(MAX_BAD_ROWS, self.rows // 100):
+            raise CorruptFile(f"{self.bad_rows} rows have the wrong number of columns "
+                              f"(first: {self.first_bad})")
 
     def _blocks(self):
         """(text, cut_short) per block; cut_short: the file ends without a line end."""
@@ -195,12 +222,15 @@ class _RowReader:
             where = self.line + raw.count(b"\n", 0, raw.index(b"\x00")) + 1
             raise CorruptFile(f"line {where}: NUL bytes in the text")
         try:
-            return raw.decode("utf-8")
+            text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             where = self.line + raw.count(b"\n", 0, exc.start) + 1
             raise CorruptFile(f"line {where}: not UTF-8 text") from None
+        # csv.writer ends lines with \r\n; one replace here spares a strip per row
+        return text.replace("\r\n", "\n") if "\r" in text else text
 
     def _rows(self, text, cut_short):
+        """Line by line, width-checked; csv takes over for quoted and multi-line fields."""
         lines = text.split("\n")
         if not cut_short:
             lines.pop()  # the empty string after the last line end
@@ -210,11 +240,12 @@ class _RowReader:
         for offset, line in enumerate(lines, 1):
             first_quote = line.find('"')
             if first_quote < 0:
-                if not line or line == "\r":
+                if not line:
                     continue
                 if line.count(",") != commas:
-                    raise self._width_error(base + offset, line.count(",") + 1,
-                                            cut_short and offset == len(lines))
+                    self._bad(base + offset, line.count(",") + 1,
+                              cut_short and offset == len(lines))
+                    continue
                 out.append(pick(line.split(",", split_at)))
                 continue
             if line.count('"') % 2:
@@ -239,9 +270,11 @@ class _RowReader:
             rows = csv.reader([line for _, _, line in quoted])
             for (slot, number_, _), row in zip(quoted, rows):
                 if len(row) != self.width:
-                    raise self._width_error(number_, len(row),
-                                            cut_short and number_ == base + len(lines))
+                    self._bad(number_, len(row), cut_short and number_ == base + len(lines))
+                    out[slot] = _SKIP
+                    continue
                 out[slot] = pick(row)
+            out = [row for row in out if row is not _SKIP]
         self.line = base + len(lines)
         self.rows += len(out)
         yield from out
@@ -254,16 +287,20 @@ class _RowReader:
                 continue
             if len(row) != self.width:
                 line = base + reader.line_num
-                raise self._width_error(line, len(row), cut_short and line == last)
+                self._bad(line, len(row), cut_short and line == last)
+                continue
             self.rows += 1
             yield self.pick(row)
         self.line = base + reader.line_num
 
-    def _width_error(self, line, got, cut_short):
+    def _bad(self, line, got, cut_short):
+        """A row of the wrong width: the end of a cut file is fatal, a stray row is skipped."""
         if cut_short:
-            return CorruptFile(f"line {line} has {got} of {self.width} columns and no line end: "
-                               f"the file was cut short")
-        return CorruptFile(f"line {line} has {got} columns, the header has {self.width}")
+            raise CorruptFile(f"line {line} has {got} of {self.width} columns and no line end: "
+                              f"the file was cut short")
+        self.bad_rows += 1
+        if self.first_bad is None:
+            self.first_bad = f"line {line} has {got} columns, the header has {self.width}"
 
 
 def _picker(positions):

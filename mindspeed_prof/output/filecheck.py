@@ -1,0 +1,116 @@
+"""Check one output file by what its name promises: a trace, a table, a database.
+
+Every failure becomes a ``FileCheck`` with status ``corrupt`` and a reason; nothing a file
+contains can raise out of here (that is what lets ``check`` promise a verdict for any input).
+"""
+
+import json
+import os
+import sqlite3
+import zlib
+from dataclasses import dataclass, field
+
+from . import columns, csvtable, sqlitecheck, tracescan
+from .errors import CorruptFile
+
+OK, CORRUPT, MISSING = "ok", "corrupt", "missing"
+# Small JSON files (communication*.json) are decoded whole; above this only their ends are checked.
+WHOLE_JSON_MAX_BYTES = 32 << 20
+TRACE_FILES = ("trace_view.json",)
+_READ_ERRORS = (CorruptFile, OSError, ValueError, RecursionError, EOFError, sqlite3.Error,
+                zlib.error, MemoryError)
+
+
+@dataclass
+class FileCheck:
+    name: str
+    status: str
+    size: int = None
+    detail: str = None
+    why: str = None  # why the file is expected, when it is
+    facts: dict = field(default_factory=dict)
+
+    def as_dict(self):
+        data = {"name": self.name, "status": self.status, "size": self.size}
+        if self.detail:
+            data["detail"] = self.detail
+        if self.why:
+            data["expected_because"] = self.why
+        data.update({k: v for k, v in self.facts.items() if k not in ("header", "scan")})
+        return data
+
+
+def check_file(path, name=None):
+    name = name or os.path.basename(path)
+    try:
+        size = os.path.getsize(path)
+    except OSError as exc:
+        return FileCheck(name, MISSING, detail=exc.strerror)
+    result = FileCheck(name, OK, size=size)
+    try:
+        if size == 0 and name != "analyse.done":
+            raise CorruptFile("empty file (0 bytes)")
+        if name.endswith(".csv"):
+            _csv(path, name, result)
+        elif name in TRACE_FILES or name.endswith(".pt.trace.json") \
+                or name.endswith(".pt.trace.json.gz"):
+            _trace(path, result)
+        elif name.endswith(".json"):
+            _json(path, size, result)
+        elif name.endswith(".db"):
+            info = sqlitecheck.check_sqlite(path)
+            result.facts["tables"] = len(info.tables)
+            result.facts["table_names"] = info.tables
+            if info.notes:
+                result.detail = "; ".join(info.notes)
+    except _READ_ERRORS as exc:
+        result.status, result.detail = CORRUPT, _reason(exc)
+    except Exception as exc:  # noqa: BLE001 - a verdict, never a traceback
+        result.status = CORRUPT
+        result.detail = (f"could not be checked ({type(exc).__name__}: {exc}); "
+                         f"this is a mindspeed_prof bug, please report it")
+    return result
+
+
+def _reason(exc):
+    if isinstance(exc, MemoryError):
+        return "out of memory while reading it"
+    if isinstance(exc, OSError):
+        return f"unreadable: {exc.strerror or exc}"
+    return str(exc) or type(exc).__name__
+
+
+def _csv(path, name, result):
+    table = csvtable.CsvTable(path, columns.for_file(name))
+    result.facts["header"] = table.header
+    result.facts["rows"] = table.count_rows()
+    bad, first = table.malformed
+    if bad:
+        result.facts["malformed_rows"] = bad
+        result.detail = f"{bad} row{'s' if bad > 1 else ''} skipped ({first})"
+
+
+def _trace(path, result):
+    scan = tracescan.scan_trace(path)
+    if scan.events == 0:
+        raise CorruptFile("no events: an empty trace")
+    result.facts["events"] = scan.events
+    result.facts["steps"] = sorted(scan.steps)
+    result.facts["scan"] = scan
+
+
+def _json(path, size, result):
+    if size <= WHOLE_JSON_MAX_BYTES:
+        with open(path, "rb") as handle:
+            data = json.loads(handle.read().decode("utf-8"))
+        if not data and data != 0:
+            raise CorruptFile("holds no data (empty JSON value)")
+        return
+    with open(path, "rb") as handle:
+        head = handle.read(64).lstrip()
+        handle.seek(max(0, size - 64))
+        tail = handle.read().rstrip()
+    pairs = {b"{": b"}", b"[": b"]"}
+    if not head[:1] in pairs or not tail.endswith(pairs[head[:1]]):
+        raise CorruptFile("truncated JSON: it does not end where it began")
+    result.detail = f"{size >> 20} MB: only its ends were checked"

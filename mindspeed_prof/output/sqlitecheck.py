@@ -1,0 +1,75 @@
+"""Is an ``ascend_pytorch_profiler*.db`` / ``analysis.db`` a whole, readable SQLite file?
+
+The header alone catches most damage (wrong magic, a file shorter than the page count it
+declares); then the schema is read, and small files get ``PRAGMA quick_check``. The file is
+opened read-only and immutable, so checking never creates a journal next to the profile.
+"""
+
+import os
+import sqlite3
+import urllib.parse
+from dataclasses import dataclass, field
+
+from .errors import CorruptFile
+
+MAGIC = b"SQLite format 3\x00"
+# quick_check reads every page; above this size it would dominate ``check``'s run time.
+QUICK_CHECK_MAX_BYTES = 256 << 20
+
+
+@dataclass
+class DbInfo:
+    tables: list = field(default_factory=list)
+    pages: int = 0
+    page_size: int = 0
+    notes: list = field(default_factory=list)
+
+
+def check_sqlite(path):
+    """A ``DbInfo`` for a usable database; raises ``CorruptFile`` with the reason otherwise."""
+    size = os.path.getsize(path)
+    if size == 0:
+        raise CorruptFile("empty file (0 bytes)")
+    with open(path, "rb") as handle:
+        header = handle.read(100)
+    if len(header) < 100 or not header.startswith(MAGIC):
+        raise CorruptFile("not an SQLite database (bad header)")
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    if page_size < 512 or page_size & (page_size - 1):
+        raise CorruptFile(f"damaged header: page size {page_size}")
+    info = DbInfo(page_size=page_size)
+    pages = int.from_bytes(header[28:32], "big")
+    # the in-header page count is trusted only when its version stamp matches the file's
+    if pages and header[24:28] == header[92:96]:
+        info.pages = pages
+        if pages * page_size > size:
+            raise CorruptFile(f"truncated: the header says {pages} pages of {page_size} bytes "
+                              f"({pages * page_size} bytes), the file has {size}")
+    if size % page_size:
+        raise CorruptFile(f"truncated: {size} bytes is not a whole number of "
+                          f"{page_size}-byte pages")
+    wal = path + "-wal"
+    if os.path.exists(wal) and os.path.getsize(wal) > 0:
+        info.notes.append(f"{os.path.basename(wal)} exists: the writer never closed the "
+                          f"database (still running, or killed); its last changes are not in "
+                          f"the main file")
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro&immutable=1"
+    try:
+        db = sqlite3.connect(uri, uri=True)
+    except sqlite3.Error as exc:
+        raise CorruptFile(f"SQLite cannot open it: {exc}") from None
+    try:
+        info.tables = sorted(row[0] for row in db.execute(
+            "select name from sqlite_master where type = 'table'"))
+        if size <= QUICK_CHECK_MAX_BYTES:
+            result = [row[0] for row in db.execute("pragma quick_check(5)")]
+            if result != ["ok"]:
+                raise CorruptFile("SQLite quick_check: " + "; ".join(map(str, result)))
+    except sqlite3.Error as exc:
+        raise CorruptFile(f"SQLite cannot read it: {exc}") from None
+    finally:
+        db.close()
+    if not info.tables:
+        raise CorruptFile("no tables: the database was created but never filled")
+    return info

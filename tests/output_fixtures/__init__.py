@@ -1,0 +1,1 @@
+"""Builders of profiler output trees (real samples, damaged copies, torch traces) for tests."""

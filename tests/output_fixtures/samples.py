@@ -1,0 +1,148 @@
+"""Build profiler output trees from the real Ascend samples (tests/data/ascend_samples).
+
+Everything is built in a test's tmp dir; the samples themselves are never modified. The
+samples come from a 2-rank Megatron GPT-3 job on Ascend 910B (see SOURCES.md there).
+"""
+
+import csv
+import gzip
+import json
+import os
+import shutil
+
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAMPLES = os.path.join(TESTS, "data", "ascend_samples")
+MSINSIGHT = os.path.join(SAMPLES, "msinsight", "server", "src", "test")
+TEST_DATA = os.path.join(MSINSIGHT, "test_data")
+ADVISOR = os.path.join(SAMPLES, "msprof-analyze", "test", "ut", "advisor")
+TIMELINE_GZ = os.path.join(ADVISOR, "timeline_advice", "trace_view.json.gz")
+KERNELS_NOV_2023 = os.path.join(ADVISOR, "advisor_backend", "compute_advice", "kernel_details.csv")
+KERNELS_JAN_2025 = os.path.join(ADVISOR, "compute_advice", "data", "kernel_details.csv")
+OP_SUMMARY = os.path.join(TEST_DATA, "test_kernel_parse", "op_summary_1.csv")
+HEATMAP_TRACE = os.path.join(TEST_DATA, "heatMap", "trace_view.json")
+TINY_TRACE = os.path.join(MSINSIGHT, "fuzz", "test_data", "trace_view_tiny.json")
+CLUSTER_STEP_TRACE = os.path.join(TEST_DATA, "cluster_analysis_output",
+                                  "cluster_step_trace_time.csv")
+MSPROF_DB = os.path.join(TEST_DATA, "full_db", "msprof_0.db")
+ANALYSIS_DB = os.path.join(TEST_DATA, "multiDevice", "msprof_db", "ASCEND_PROFILER_OUTPUT",
+                           "analysis.dat")
+OUTPUT = "ASCEND_PROFILER_OUTPUT"
+
+
+def sample_output(rank):
+    """The sample ASCEND_PROFILER_OUTPUT of rank 0 or 1."""
+    return os.path.join(TEST_DATA, f"test_rank_{rank}", OUTPUT)
+
+
+def sample_info(rank):
+    return os.path.join(TEST_DATA, f"test_rank_{rank}", f"profiler_info_{rank}.json")
+
+
+def run_name(rank, timestamp="20230919172259000", pid=None):
+    return f"rank{rank}_{pid or 1408366 + rank}_{timestamp}_ascend_pt"
+
+
+def npu_capture(parent, rank=0, *, timestamp="20230919172259000", sample=None,
+                trace=True, op_statistic=True, info="ranked", raw=False, parsed=True,
+                info_changes=None):
+    """A parsed ``*_ascend_pt`` folder as torch_npu leaves it, made from a real sample.
+
+    ``sample``: which sample rank's files to copy (default: rank % 2). ``info``: "ranked"
+    (profiler_info_{rank}.json), "unranked" (profiler_info.json, no rank_id) or None.
+    ``info_changes``: dict merged into config.experimental_config / common_config.
+    """
+    sample = rank % 2 if sample is None else sample
+    path = os.path.join(str(parent), run_name(rank, timestamp))
+    os.makedirs(path)
+    if info:
+        with open(sample_info(sample)) as handle:
+            data = json.load(handle)
+        data["rank_id"] = rank
+        for section, changes in (info_changes or {}).items():
+            data["config"][section].update(changes)
+        name = f"profiler_info_{rank}.json"
+        if info == "unranked":
+            data.pop("rank_id")
+            name = "profiler_info.json"
+        with open(os.path.join(path, name), "w") as handle:
+            json.dump(data, handle, indent=4)
+    if raw:
+        os.makedirs(os.path.join(path, "FRAMEWORK"))
+        with open(os.path.join(path, "FRAMEWORK", "torch.op_range"), "wb") as handle:
+            handle.write(b"\x00raw")
+        os.makedirs(os.path.join(path, "PROF_000001_20230919172259000_FKFLNPEPPRRCFCBA", "host"))
+    if parsed:
+        out = os.path.join(path, OUTPUT)
+        shutil.copytree(sample_output(sample), out)
+        if trace:
+            with gzip.open(TIMELINE_GZ, "rb") as src, \
+                    open(os.path.join(out, "trace_view.json"), "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        if op_statistic:
+            write_op_statistic(os.path.join(out, "kernel_details.csv"),
+                               os.path.join(out, "op_statistic.csv"))
+    return path
+
+
+def write_op_statistic(kernel_details, target, device_id=None):
+    """op_statistic.csv as CANN writes it, aggregated from a kernel_details.csv.
+
+    No real op_statistic.csv is public (shared/ascend_samples/SOURCES.md); the header is the
+    documented CANN one, with Device_id only when ``device_id`` is given (newer CANN).
+    """
+    groups = {}
+    with open(kernel_details, newline="") as handle:
+        for row in csv.DictReader(handle):
+            if None in row.values():
+                continue  # a ragged row (rank 0's sample has one)
+            key = (row["Type"], row["Accelerator Core"])
+            groups.setdefault(key, []).append(float(row["Duration(us)"]))
+    total = sum(sum(v) for v in groups.values())
+    header = ["OP Type", "Core Type", "Count", "Total Time(us)", "Min Time(us)",
+              "Avg Time(us)", "Max Time(us)", "Ratio(%)"]
+    if device_id is not None:
+        header.insert(0, "Device_id")
+    with open(target, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        for (op_type, core), values in sorted(groups.items(), key=lambda kv: -sum(kv[1])):
+            row = [op_type, core, len(values), round(sum(values), 3), min(values),
+                   round(sum(values) / len(values), 3), max(values),
+                   round(100 * sum(values) / total, 3)]
+            writer.writerow(([device_id] if device_id is not None else []) + row)
+
+
+def db_capture(parent, rank=0, timestamp="20230919172259000"):
+    """A db-export capture: the real CANN msprof db as ascend_pytorch_profiler_{rank}.db."""
+    path = npu_capture(parent, rank, timestamp=timestamp, parsed=False,
+                       info_changes={"experimental_config": {"_export_type": ["db"]}})
+    out = os.path.join(path, OUTPUT)
+    os.makedirs(out)
+    shutil.copy(MSPROF_DB, os.path.join(out, f"ascend_pytorch_profiler_{rank}.db"))
+    shutil.copy(ANALYSIS_DB, os.path.join(out, "analysis.db"))
+    open(os.path.join(out, "analyse.done"), "w").close()
+    return path
+
+
+def two_ranks(parent):
+    """A save path holding rank 0 and rank 1 of the sample job."""
+    return [npu_capture(parent, 0), npu_capture(parent, 1)]
+
+
+def write_manifest(parent, rank, **fields):
+    """A profile_manifest_rank{R}.json in our schema (mindspeed_prof.manifest)."""
+    data = {
+        "schema": 1, "tool": "mindspeed_prof", "tool_version": "test", "rank": rank,
+        "world_size": 2, "local_rank": rank, "hostname": "test", "pid": 1,
+        "selected_ranks": [0, 1], "backend": "npu",
+        "config": {"profile_level": "level1", "profile_export_type": "text",
+                   "profile_with_memory": True, "profile_record_shapes": True,
+                   "profile_with_cpu": True},
+        "windows": [], "parallel": None, "versions": {}, "status": "complete",
+        "exit": None, "errors": [], "warnings": [], "files": [],
+    }
+    data.update(fields)
+    path = os.path.join(str(parent), f"profile_manifest_rank{rank}.json")
+    with open(path, "w") as handle:
+        json.dump(data, handle, indent=2)
+    return path

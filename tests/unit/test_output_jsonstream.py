@@ -1,0 +1,147 @@
+"""Streaming chrome traces: same events as json.load, in pieces, for both file shapes."""
+
+import gzip
+import json
+import shutil
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mindspeed_prof.output import jsonstream, tracescan
+from mindspeed_prof.output.errors import CorruptFile
+from output_fixtures import samples
+
+SMALL = 256  # bytes per read: forces many cuts inside events, strings and numbers
+
+
+@pytest.fixture
+def timeline(tmp_path):
+    path = tmp_path / "trace_view.json"
+    with gzip.open(samples.TIMELINE_GZ, "rb") as src, open(path, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return path
+
+
+def events_of(path, chunk=SMALL):
+    return [e for batch in jsonstream.iter_event_batches(path, chunk) for e in batch]
+
+
+def write(tmp_path, text, name="trace_view.json"):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_real_trace_view_streams_to_the_same_events_as_json_load(timeline):
+    expected = json.loads(timeline.read_text())
+    assert events_of(timeline) == expected
+    assert events_of(timeline, chunk=1 << 20) == expected
+
+
+@pytest.mark.parametrize("sample", [samples.HEATMAP_TRACE, samples.TINY_TRACE])
+def test_small_real_traces_stream_whole(sample):
+    with open(sample) as handle:
+        assert events_of(sample, chunk=64) == json.load(handle)
+
+
+def test_torch_trace_object_streams_its_trace_events_and_reads_the_other_keys(tmp_path):
+    data = {"schemaVersion": 1, "deviceProperties": [{"id": 0}, {"id": 1}],
+            "traceEvents": [{"ph": "X", "name": f"op{i}", "ts": i, "dur": 1} for i in range(50)],
+            "traceName": "x", "displayTimeUnit": "ms"}
+    path = write(tmp_path, json.dumps(data, indent=2), "rank0.1.pt.trace.json")
+    assert events_of(path) == data["traceEvents"]
+
+
+def test_keys_after_trace_events_with_nested_objects_do_not_end_the_array_early(tmp_path):
+    events = [{"ph": "X", "name": "a", "args": {"k": [{"x": 1}, {"y": 2}]}}] * 40
+    text = json.dumps({"traceEvents": events, "deviceProperties": [{"a": 1}, {"b": 2}]})
+    assert events_of(write(tmp_path, text, "t.pt.trace.json"), chunk=100) == events
+
+
+def test_boundaries_inside_strings_and_nested_lists_are_not_mistaken_for_events(tmp_path):
+    events = [{"name": "a}, {b", "args": {"list": [{"x": "}, {"}, {"y": 1}]}},
+              {"name": "c", "args": {"s": "]}, {\"ph\": 1}"}}] * 30
+    assert events_of(write(tmp_path, json.dumps(events)), chunk=64) == events
+
+
+def test_gzipped_torch_trace_streams(tmp_path):
+    data = {"traceEvents": [{"ph": "X", "name": "op", "ts": 1.5, "dur": 2}] * 10}
+    path = tmp_path / "rank0.1.pt.trace.json.gz"
+    with gzip.open(path, "wt") as handle:
+        json.dump(data, handle)
+    assert events_of(path) == data["traceEvents"]
+
+
+def test_multibyte_characters_cut_by_a_chunk_are_kept(tmp_path):
+    events = [{"name": "算子" * 7 + str(i), "ph": "X"} for i in range(60)]
+    assert events_of(write(tmp_path, json.dumps(events, ensure_ascii=False)), chunk=37) == events
+
+
+def test_nan_values_json_accepts_are_accepted(tmp_path):
+    text = "[" + ", ".join('{"ph": "X", "dur": NaN, "n": %d}' % i for i in range(200)) + "]"
+    assert len(events_of(write(tmp_path, text), chunk=1024)) == 200
+    assert tracescan.scan_trace(write(tmp_path, text), chunk=1024).events == 200
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("", "empty file"),
+    ("   \n", "empty file"),
+    ('[{"ph": "X"}, {"ph": "X"', "truncated"),
+    ('[{"ph": "X"}, {"ph": "X"},', "truncated"),
+    ('[{"ph": "X"} {"ph": "X"}]', "invalid JSON"),
+    ('[{"ph": "X"}, {"ph": "X"}] trailing', "extra data"),
+    ("hello", "not a chrome trace"),
+    ('{"schemaVersion": 1}', "no 'traceEvents'"),
+    ('{"traceEvents": [{"a": 1}', "truncated"),
+    ('{"traceEvents": [{"a": 1}], "x": ', "truncated"),
+])
+def test_broken_traces_raise_corrupt_file_with_the_reason(tmp_path, text, reason):
+    with pytest.raises(CorruptFile, match=reason):
+        events_of(write(tmp_path, text))
+    with pytest.raises(CorruptFile, match=reason):
+        tracescan.scan_trace(write(tmp_path, text))
+
+
+def test_a_truncated_real_trace_is_reported_as_truncated(timeline):
+    data = timeline.read_bytes()
+    timeline.write_bytes(data[: len(data) // 2])
+    with pytest.raises(CorruptFile, match="truncated"):
+        tracescan.scan_trace(timeline, chunk=4096)
+
+
+def test_invalid_utf8_is_corrupt(tmp_path):
+    path = tmp_path / "trace_view.json"
+    path.write_bytes(b'[{"name": "\xff\xfe"}]')
+    with pytest.raises(CorruptFile, match="UTF-8"):
+        tracescan.scan_trace(path)
+
+
+def test_scan_counts_every_event_and_finds_steps_and_processes(timeline):
+    scan = tracescan.scan_trace(timeline, chunk=8192)
+    events = json.loads(timeline.read_text())
+    assert scan.events == len(events)
+    assert sorted(scan.steps) == [1]
+    assert "Ascend Hardware" in scan.npu_processes()
+    assert set(scan.processes.values()) >= {"Python", "CANN", "Overlap Analysis"}
+
+
+_events = st.lists(st.fixed_dictionaries({
+    "ph": st.sampled_from(["X", "M", "s", "f"]),
+    "name": st.text(max_size=12),
+    "ts": st.one_of(st.floats(0, 1e16, allow_nan=False), st.text("0123456789.", max_size=20)),
+    "args": st.dictionaries(st.text(max_size=5), st.one_of(
+        st.integers(), st.text(max_size=10), st.lists(st.dictionaries(st.text(max_size=3),
+                                                                      st.integers()),
+                                                      max_size=3)), max_size=3),
+}), max_size=40)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(events=_events, chunk=st.integers(16, 300), indent=st.sampled_from([None, 1]),
+       wrapped=st.booleans())
+def test_any_event_list_streams_back_unchanged(tmp_path, events, chunk, indent, wrapped):
+    data = {"traceEvents": events, "traceName": "t"} if wrapped else events
+    path = write(tmp_path, json.dumps(data, indent=indent, ensure_ascii=False))
+    assert events_of(path, chunk) == events
+    assert tracescan.scan_trace(path, chunk).events == len(events)
