@@ -72,13 +72,19 @@ def _reserved(record: dict) -> float:
     return max(record["total_reserved"], blocks) / _MB
 
 
-def _innermost_op(data: RunData, record: dict) -> str:
-    best = None
-    for op in data.ops:
-        if op["tid"] == record["tid"] and op["ts_ns"] <= record["ts_ns"] <= op["ts_ns"] + op["dur_ns"]:
-            if best is None or op["dur_ns"] <= best["dur_ns"]:
-                best = op
-    return best["name"] if best else "[unknown]"
+def _allocating_op_names(data: RunData, records: list) -> dict:
+    """id(record) -> name of the innermost op running on the record's thread at that moment."""
+    names = {}
+    for tid in {record["tid"] for record in records}:
+        ops = sorted((op for op in data.ops if op["tid"] == tid), key=lambda op: (op["ts_ns"], -op["dur_ns"]))
+        open_ops, next_op = [], 0
+        for record in sorted((r for r in records if r["tid"] == tid), key=lambda r: r["ts_ns"]):
+            while next_op < len(ops) and ops[next_op]["ts_ns"] <= record["ts_ns"]:
+                open_ops.append(ops[next_op])
+                next_op += 1
+            open_ops = [op for op in open_ops if op["ts_ns"] + op["dur_ns"] >= record["ts_ns"]]
+            names[id(record)] = open_ops[-1]["name"] if open_ops else "[unknown]"
+    return names
 
 
 def write_memory_views(data: RunData, output_dir: str) -> None:
@@ -89,6 +95,7 @@ def write_memory_views(data: RunData, output_dir: str) -> None:
     write_csv(output_dir, "memory_record.csv", MEMORY_RECORD_HEADERS, [
         ["PTA", ns_to_us_str(r["ts_ns"]), r["total_allocated"] / _MB, _reserved(r), r["total_allocated"] / _MB,
          _STREAM_PTR, device] for r in records])
+    names = _allocating_op_names(data, [r for r in records if r["bytes"] > 0])
     open_blocks, rows = {}, []
     for record in records:
         if record["bytes"] > 0:
@@ -97,8 +104,9 @@ def write_memory_views(data: RunData, output_dir: str) -> None:
         allocation = open_blocks.pop(record["addr"], None)
         if allocation is None:
             continue
-        rows.append(_operator_memory_row(data, allocation, record, device))
-    rows += [_operator_memory_row(data, allocation, None, device) for allocation in open_blocks.values()]
+        rows.append(_operator_memory_row(names[id(allocation)], allocation, record, device))
+    rows += [_operator_memory_row(names[id(allocation)], allocation, None, device)
+             for allocation in open_blocks.values()]
     write_csv(output_dir, "operator_memory.csv", OPERATOR_MEMORY_HEADERS, rows)
     first, last = records[0], records[-1]
     write_csv(output_dir, "npu_module_mem.csv", NPU_MODULE_MEM_HEADERS, [
@@ -106,7 +114,7 @@ def write_memory_views(data: RunData, output_dir: str) -> None:
         for r in (first, last) for component, size in (("SLOG", 0.0), ("APP", _reserved(r)), ("RUNTIME", 8.0))])
 
 
-def _operator_memory_row(data: RunData, allocation: dict, release, device: str) -> list:
+def _operator_memory_row(name: str, allocation: dict, release, device: str) -> list:
     """A block never freed inside the window keeps empty release cells, as in real files."""
     alloc_totals = [allocation["total_allocated"] / _MB, _reserved(allocation), allocation["total_allocated"] / _MB]
     if release is None:
@@ -116,5 +124,5 @@ def _operator_memory_row(data: RunData, allocation: dict, release, device: str) 
         released_at = ns_to_us_str(release["ts_ns"])
         release_cells = [released_at, released_at, span, span]
         release_totals = [release["total_allocated"] / _MB, _reserved(release), release["total_allocated"] / _MB]
-    return ([_innermost_op(data, allocation), allocation["bytes"] / 1024, ns_to_us_str(allocation["ts_ns"])]
+    return ([name, allocation["bytes"] / 1024, ns_to_us_str(allocation["ts_ns"])]
             + release_cells + alloc_totals + release_totals + [_STREAM_PTR, device])
