@@ -15,8 +15,8 @@ from mindspeed_prof.config import KNOBS, describe_kind, flag_name
 from mindspeed_prof.ranks import format_selection
 
 GROUP_TITLE = "profiling (mindspeed_prof)"
-_METAVARS = {"int": "N", "str": "DIR", "path": "FILE", "float?": "MS", "ranks": "RANK",
-             "list": "NAME"}
+_METAVARS = {"int": "N", "str": "DIR", "path": "FILE", "float?": "N", "ranks": "RANK",
+             "list": "NAME", "steps": "A-B"}
 
 
 def _typed(flag, convert, example):
@@ -41,8 +41,8 @@ def _argparse_kwargs(knob):
     if kind == "int":
         kwargs["type"] = _typed(flag, int, "an integer such as 5")
     elif kind == "float?":
-        kwargs["type"] = _typed(flag, float, "a number of milliseconds such as 10")
-    elif kind in ("ranks", "list"):
+        kwargs["type"] = _typed(flag, float, "a number such as 10")
+    elif kind in ("ranks", "list", "steps"):
         kwargs.update(nargs="+", type=str, default=list(default))
     else:
         kwargs["type"] = str

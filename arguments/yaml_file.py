@@ -29,7 +29,7 @@ def _value_fits(kind, value):
         return isinstance(value, str) or (kind == "path" and value is None)
     if kind in ("choice", "choice?"):
         return isinstance(value, str) or (kind == "choice?" and value is None)
-    if kind in ("ranks", "list"):
+    if kind in ("ranks", "list", "steps"):
         items = value if isinstance(value, list) else [value]
         return all(isinstance(item, (str, int)) and not isinstance(item, bool) for item in items)
     return False

@@ -9,7 +9,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Optional
 
-from . import names, ranks
+from . import names, ranks, window
 from .errors import ConfigError
 
 
@@ -66,6 +66,21 @@ class ProfilerConfig:
         False, "bool", "Collect PCIe/HCCS data (torch_npu).")
     profile_gc_detect_threshold: Optional[float] = _knob(
         None, "float?", "Record Python GC pauses longer than this many ms (0 = all).")
+    profile_every: int = _knob(
+        0, "int", "Repeat the window every K iterations (0: once); each window gets its own "
+        "iter_{first}-{last}/ folder.")
+    profile_steps: tuple = _knob(
+        (), "steps", "Explicit windows of inclusive iterations, e.g. 100-102,1100-1102; replaces "
+        "--profile-step-start/-end.")
+    profile_trigger_file: Optional[str] = _knob(
+        None, "path", "Arm the job for on-demand profiling: `mindspeed-prof trigger FILE --steps N` "
+        "profiles the next N iterations on every selected rank.")
+    profile_trigger_poll: int = _knob(
+        10, "int", "With --profile-trigger-file: rank 0 checks the file every K iterations and "
+        "shares the decision with one broadcast.")
+    profile_max_gb: Optional[float] = _knob(
+        None, "float?", "Disk budget for the whole job's profile output in GB: refuse to start "
+        "when the estimate exceeds it or the free space, stop a window that crosses it.")
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -93,6 +108,33 @@ class ProfilerConfig:
         if self.profile_gc_detect_threshold is not None and self.profile_gc_detect_threshold < 0:
             raise ConfigError(f"--profile-gc-detect-threshold {self.profile_gc_detect_threshold} "
                               f"must be >= 0 (milliseconds; 0 records every GC pause).")
+        object.__setattr__(self, "profile_steps", window.parse_step_ranges(self.profile_steps))
+        self._check_repetition()
+
+    def _check_repetition(self):
+        every, start, end = self.profile_every, self.profile_step_start, self.profile_step_end
+        if every < 0:
+            raise ConfigError(f"--profile-every {every} must be >= 0 (0 profiles one window).")
+        if every and self.profile_steps:
+            raise ConfigError("--profile-every and --profile-steps both describe repeated windows; "
+                              "use one of them.")
+        if every and end == -1:
+            raise ConfigError("--profile-every needs a finite window: set --profile-step-end "
+                              "(-1 means until training ends, which cannot repeat).")
+        if every and every < end - start:
+            raise ConfigError(f"--profile-every {every} is shorter than the window "
+                              f"({end - start} iterations from --profile-step-start {start} to "
+                              f"--profile-step-end {end}); windows would overlap: use "
+                              f"--profile-every {end - start} or more.")
+        if self.profile_trigger_poll < 1:
+            raise ConfigError(f"--profile-trigger-poll {self.profile_trigger_poll} must be >= 1 "
+                              f"(iterations between two looks at the trigger file).")
+        if self.profile_trigger_file is not None and not self.profile_trigger_file.strip():
+            raise ConfigError("--profile-trigger-file is empty; give the path of a file the "
+                              "job can see (it need not exist yet).")
+        if self.profile_max_gb is not None and self.profile_max_gb <= 0:
+            raise ConfigError(f"--profile-max-gb {self.profile_max_gb} must be > 0 (GB of "
+                              f"profile output for the whole job).")
 
     def replace(self, **changes):
         return dataclasses.replace(self, **changes)
@@ -120,6 +162,7 @@ class ProfilerConfig:
         data = dataclasses.asdict(self)
         data["profile_ranks"] = list(self.profile_ranks)
         data["profile_host_sys"] = list(self.profile_host_sys)
+        data["profile_steps"] = [list(r) for r in self.profile_steps]
         return data
 
 
@@ -143,6 +186,7 @@ def _check_kind(f, value):
         "float?": lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)),
         "ranks": lambda v: v is None or isinstance(v, (int, str, list, tuple)),
         "list": lambda v: v is None or isinstance(v, (str, list, tuple)),
+        "steps": lambda v: v is None or isinstance(v, (str, list, tuple)),
     }[kind]
     if not ok(value):
         raise ConfigError(f"{flag} {value!r} has the wrong type: expected {describe_kind(f)}.")
@@ -161,4 +205,5 @@ def describe_kind(f):
         "float?": "a number",
         "ranks": "a rank list such as [0, 1], '0-7' or -1",
         "list": f"a list drawn from {', '.join(choices)}" if choices else "a list",
+        "steps": "iteration ranges such as 100-102,1100-1102",
     }[kind]

@@ -1,32 +1,29 @@
-"""ProfilerManager: one per process; decides once whether this rank profiles, then runs the window.
+"""ProfilerManager: one per process; decides once whether this rank profiles, then runs the windows.
 
 Life of a manager (the Megatron patches drive it; plain loops use ``mindspeed_prof.profile``)::
 
     manager = ProfilerManager(config, rank=r, world_size=w)   # rank chosen, backend chosen
-    manager.arm(first_iteration=i0, train_iters=n)            # window checked, save path checked
+    manager.arm(first_iteration=i0, train_iters=n)            # windows checked, save path checked
     for it in iterations:                                     # logged numbering, 1-based
         manager.step_begin(it); train_step(); manager.step_end(it)
     manager.close("finished")                                 # in a finally: always flushes
 
 On a rank that does not profile, ``step_begin``/``step_end`` are a no-op function and nothing
-else happens: no profiler object, no files, no per-step checks. The backend's profiler is created
-only when the window (or its warm-up iteration) arrives and is stopped right after it.
+else happens: no profiler object, no files, no per-step checks. A backend profiler is created only
+when a window (or its warm-up iteration) arrives and is stopped right after it. With
+``--profile-trigger-file`` every rank also takes part in the trigger check every K iterations.
 """
 
-import atexit
 import os
-import signal
 import threading
 
-from . import backends, layout, log, ranks
+from . import backends, budget, layout, log, ranks
 from .environment import versions
 from .errors import ConfigError
+from .exits import FlushOnExit
 from .manifest import Manifest
-from .window import plan_window
-
-# How long a SIGTERM'd rank waits for a trace still being written before it dies: torchrun
-# follows SIGTERM with SIGKILL after 30 s.
-SIGNAL_FLUSH_TIMEOUT_S = 20
+from .trigger import TriggerWatcher
+from .window import StepSchedule, plan_windows
 
 
 def _nothing(iteration):
@@ -51,68 +48,83 @@ class ProfilerManager:
             ProfilerManager._live = self
         self.config = config
         self.rank, self.world_size, self.local_rank = rank, world_size, local_rank
-        self.parallel = parallel
+        self.parallel, self._layout_of = parallel, layout_of
         self.closed = False
         self.schedule = None
         self.manifest = None
         self.backend_name = None
+        self._plans = []
         self._backend = None
         self._window = None
+        self._windows_opened = 0
         self._state = "idle"
         self._lock = threading.Lock()
-        self._previous_sigterm = None
+        self._flush = FlushOnExit(self.close)
+        self._watcher = None
+        self._busy_until = 0  # rank 0: last iteration of the accepted trigger request
         try:
             self.selected_ranks = (ranks.resolve(config.profile_ranks, world_size, layout_of)
                                    if config.profile else [])
             self.active = config.profile and rank in self.selected_ranks
-            if self.active:
+            self.polling = config.profile and bool(config.profile_trigger_file)
+            if self.active or self.polling:
                 self.backend_name, _ = backends.choose(config)
         except BaseException:
             self._release()
             raise
-        if not self.active:
+        if not (self.active or self.polling):
             self.step_begin = self.step_end = _nothing
 
     # -- start-up -----------------------------------------------------------------------------
 
     def arm(self, *, first_iteration=1, train_iters=None, exit_interval=None):
-        """Check the window and the save path before the first step; ConfigError if unworkable."""
+        """Check the windows, the save path and the disk budget before the first step."""
+        self._train_end = _last_iteration(first_iteration, train_iters, exit_interval)
         try:
             if self.config.profile:
-                self.schedule = plan_window(
-                    start=self.config.profile_step_start, end=self.config.profile_step_end,
-                    first_iteration=first_iteration, train_iters=train_iters,
-                    exit_interval=exit_interval)
-            if self.rank == 0 and self.config.profile:
-                log.info(f"profiling rank(s) {_short(self.selected_ranks)} at "
-                         f"{self.schedule.describe()} -> {os.path.abspath(self.save_path)}")
-            if not self.active:
-                return
-            self._prepare_save_path()
+                self._plans = plan_windows(self.config, first_iteration=first_iteration,
+                                           train_iters=train_iters, exit_interval=exit_interval)
+                self._announce()
+            if self.active:
+                self._prepare_save_path()
+                self._check_budget()
         except BaseException:
             self._release()
             raise
-        self.manifest = Manifest(
-            layout.manifest_path(self.save_path, self.rank), rank=self.rank,
-            world_size=self.world_size, local_rank=self.local_rank, backend=self.backend_name,
-            config=self.config, selected_ranks=self.selected_ranks, parallel=self.parallel,
-            versions=versions())
-        self.manifest.data["first_iteration"] = first_iteration
-        self.manifest.data["train_iters"] = train_iters
-        self.manifest.save()
-        notes = list(self.config.warnings())
-        ignored = backends.ignored_flags(self.backend_name, self.config)
-        if ignored:
-            notes.append(f"{', '.join(ignored)} only apply to the npu backend; the "
-                         f"{self.backend_name} backend ignores them.")
-        for note in notes:
-            self.report("warning", "config", note)
-        self._state = "armed"
-        self._install_flush_on_exit()
+        if not (self.active or self.polling):
+            return
+        self._plans = self._plans if self.active else []
+        self.schedule = self._plans.pop(0) if self._plans else None
+        if self.active:
+            self._create_manifest(first_iteration, train_iters)
+        if self.polling:
+            self._watcher = TriggerWatcher(self.config.profile_trigger_file,
+                                           poll=self.config.profile_trigger_poll, rank=self.rank,
+                                           world_size=self.world_size, report=self.report)
+            self._watcher.set_state("armed")
+        self._state = "armed" if (self.schedule or self.polling) else "done"
+        self._flush.install()
 
     @property
     def save_path(self):
         return self.config.profile_save_path
+
+    def _multi_window(self):
+        config = self.config
+        return bool(config.profile_every or config.profile_steps or config.profile_trigger_file)
+
+    def _announce(self):
+        if self.rank != 0:
+            return
+        where = os.path.abspath(self.save_path)
+        if self.config.profile_trigger_file:
+            log.info(f"armed for on-demand profiling: `mindspeed-prof trigger "
+                     f"{self.config.profile_trigger_file} --steps N` profiles rank(s) "
+                     f"{_short(self.selected_ranks)} -> {where}")
+            return
+        shown = ", ".join(p.describe() for p in self._plans[:3])
+        more = f" and {len(self._plans) - 3} more windows" if len(self._plans) > 3 else ""
+        log.info(f"profiling rank(s) {_short(self.selected_ranks)} at {shown}{more} -> {where}")
 
     def _prepare_save_path(self):
         path = self.save_path
@@ -131,13 +143,59 @@ class ProfilerManager:
             raise ConfigError(f"--profile-save-path {path} is not writable on rank {self.rank} "
                               f"({exc.strerror or exc}); choose a writable directory.") from None
 
+    def _check_budget(self):
+        limit = self.config.profile_max_gb
+        iterations = sum(p.active for p in self._plans if p.end is not None)
+        if not iterations:
+            return
+        total, reasoning = budget.estimate(self.config, self.backend_name, iterations=iterations,
+                                           ranks=len(self.selected_ranks))
+        if limit is not None and total > limit * budget.GB:
+            raise ConfigError(f"--profile-max-gb {limit:g} is below the estimated output: "
+                              f"{reasoning}; profile fewer iterations or ranks, lower the level, "
+                              f"or raise --profile-max-gb.")
+        on_node = budget.estimate(self.config, self.backend_name, iterations=iterations,
+                                  ranks=self._selected_on_this_node())[0]
+        free = budget.free_bytes(self.save_path)
+        if on_node > free:
+            raise ConfigError(f"--profile-save-path {self.save_path} has {free / budget.GB:.1f} GB "
+                              f"free but this node's profiled ranks need about "
+                              f"{on_node / budget.GB:.1f} GB ({reasoning}); free space or "
+                              f"choose another --profile-save-path.")
+
+    def _selected_on_this_node(self):
+        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", 0) or 0)
+        if not local_world or self.local_rank is None:
+            return 1
+        first = self.rank - self.local_rank
+        return max(1, sum(1 for r in self.selected_ranks if first <= r < first + local_world))
+
+    def _create_manifest(self, first_iteration=None, train_iters=None):
+        self.manifest = Manifest(
+            layout.manifest_path(self.save_path, self.rank), rank=self.rank,
+            world_size=self.world_size, local_rank=self.local_rank, backend=self.backend_name,
+            config=self.config, selected_ranks=self.selected_ranks, parallel=self.parallel,
+            versions=versions())
+        self.manifest.data["first_iteration"] = first_iteration
+        self.manifest.data["train_iters"] = train_iters
+        self.manifest.save()
+        notes = list(self.config.warnings())
+        ignored = backends.ignored_flags(self.backend_name, self.config)
+        if ignored:
+            notes.append(f"{', '.join(ignored)} only apply to the npu backend; the "
+                         f"{self.backend_name} backend ignores them.")
+        for note in notes:
+            self.report("warning", "config", note)
+
     # -- per step (hot path) ------------------------------------------------------------------
 
     def step_begin(self, iteration):
         """Iteration ``iteration`` (logged numbering) is about to run."""
+        if self._watcher is not None and iteration % self.config.profile_trigger_poll == 0:
+            self._guard("trigger", self._poll, iteration)
         state = self._state
         if state == "armed":
-            if iteration < self.schedule.first_touched:
+            if self.schedule is None or iteration < self.schedule.first_touched:
                 return
             self._open_window(iteration)
         elif state == "running":
@@ -151,23 +209,42 @@ class ProfilerManager:
             return
         self._guard("step", self._advance, iteration)
 
-    # -- window -------------------------------------------------------------------------------
+    # -- windows ------------------------------------------------------------------------------
 
     def _open_window(self, iteration):
-        end = self.schedule.end
-        if end is not None and iteration >= end:
-            self._state = "done"
-            self.report("error", "start", f"iterations {self.schedule.start}-{end - 1} were all "
-                                          f"skipped by the training loop; nothing was profiled")
+        schedule = self.schedule
+        if schedule.end is not None and iteration >= schedule.end:
+            self.report("error", "start", f"iterations {schedule.start}-{schedule.end - 1} were "
+                                          f"all skipped by the training loop; nothing profiled")
+            self._next_window()
             return
-        self._window = self.manifest.add_window(self.schedule.start, end)
-        self._backend = backends.backend_class(self.backend_name)(
-            config=self.config, rank=self.rank, save_dir=self.save_path, schedule=self.schedule,
+        if not self._budget_allows(schedule):
+            self._state = "done"
+            return
+        if self.manifest is None:
+            self._create_manifest()
+        directory = self._window_dir(schedule)
+        self._window = self.manifest.add_window(schedule.start, schedule.end,
+                                                os.path.relpath(directory, self.save_path))
+        self._windows_opened += 1
+        backend = backends.backend_class(self.backend_name)(
+            config=self.config, rank=self.rank, save_dir=directory, schedule=schedule,
             metadata=self.parallel, report=self.report)
-        self._backend.on_saved = self._on_saved
+        window = self._window
+        backend.on_saved = lambda: self._on_saved(backend, window)
+        self._backend = backend
         self._state = "running"
         self.manifest.set_status("running")
-        self._guard("start", self._backend.start, iteration)
+        if self._watcher is not None:
+            self._watcher.set_state("running", window=[schedule.start, schedule.end])
+        self._guard("start", backend.start, iteration)
+
+    def _window_dir(self, schedule):
+        if not self._multi_window():
+            return self.save_path
+        last = schedule.end - 1 if schedule.end is not None else "end"
+        return os.path.join(self.save_path, layout.WINDOW_DIR_TEMPLATE.format(
+            start=schedule.start, end=last))
 
     def _catch_up(self, iteration):
         while self._state == "running" and self._backend.step_num < iteration:
@@ -180,24 +257,28 @@ class ProfilerManager:
         end = self.schedule.end
         if end is not None and iteration + 1 >= end:
             self._finish_window()
+        elif self.config.profile_max_gb is not None and executed:
+            self._stop_if_over_budget()
 
     def _finish_window(self):
-        self._state = "done"
         self._guard("stop", self._backend.stop)
-        self._on_saved()
+        self._on_saved(self._backend, self._window)
+        self._next_window()
 
-    def _on_saved(self):
-        """Called when data reaches disk (from the export thread for async torch exports)."""
+    def _next_window(self):
+        self.schedule = self._plans.pop(0) if self._plans else None
+        self._state = "armed" if (self.schedule or self._watcher) else "done"
+
+    def _on_saved(self, backend, window):
+        """Called when a window's data reaches disk (from the export thread for async exports)."""
         with self._lock:
-            if self.manifest is None or self._window is None:
+            if self.manifest is None:
                 return
-            backend = self._backend
             base = os.path.dirname(self.manifest.path)
-            new = [p for p in backend.outputs()
-                   if os.path.relpath(p, base) not in self._window["files"]]
+            new = [p for p in backend.outputs() if os.path.relpath(p, base) not in window["files"]]
             for path in new:
                 log.info(f"wrote {path}", rank=self.rank)
-            self.manifest.add_files(new, self._window)
+            self.manifest.add_files(new, window)
             if backend.failed:
                 status = "failed"
             elif self.config.profile_analyse == "offline" and backend.name == "npu":
@@ -208,9 +289,76 @@ class ProfilerManager:
                 status = "incomplete"
             else:
                 status = "complete"
-            self._window["status"] = status
-            if self._state == "done" or self.closed:
-                self.manifest.set_status(status)
+            window["status"] = status
+            self.manifest.set_status(_overall(self.manifest.data["windows"]))
+            if self._watcher is not None and self._state != "running":
+                self._watcher.set_state({"complete": "done", "unparsed": "done",
+                                         "incomplete": "failed"}.get(status, status),
+                                        window=[window["start"], window["end"]])
+
+    # -- budget -------------------------------------------------------------------------------
+
+    def _rank_share(self):
+        return self.config.profile_max_gb * budget.GB / max(1, len(self.selected_ranks))
+
+    def _used(self):
+        files = self.manifest.data["files"] if self.manifest else []
+        base = os.path.dirname(self.manifest.path) if self.manifest else self.save_path
+        return budget.used_bytes([os.path.join(base, f) for f in files])
+
+    def _budget_allows(self, schedule):
+        if self.config.profile_max_gb is None or schedule.end is None:
+            return True
+        need = budget.estimate(self.config, self.backend_name, iterations=schedule.active,
+                               ranks=1)[0]
+        if self._used() + need <= self._rank_share():
+            return True
+        self.report("warning", "budget", f"skipping iterations {schedule.start}-"
+                                         f"{schedule.end - 1} and later windows: this rank's "
+                                         f"share of --profile-max-gb {self.config.profile_max_gb:g} "
+                                         f"would be exceeded")
+        return False
+
+    def _stop_if_over_budget(self):
+        running = budget.used_bytes(self._backend.outputs())
+        if self._used() + running <= self._rank_share():
+            return
+        self.report("warning", "budget", f"stopping the window early after iteration "
+                                         f"{self._window['iterations_recorded'][-1]}: this rank's "
+                                         f"share of --profile-max-gb {self.config.profile_max_gb:g} "
+                                         f"was crossed")
+        self._window["stopped_early"] = "--profile-max-gb"
+        self._plans = []
+        self._finish_window()
+        self._state = "armed" if self._watcher else "done"
+
+    # -- on-demand trigger --------------------------------------------------------------------
+
+    def _poll(self, iteration):
+        request = self._watcher.check(iteration)  # every rank, same iteration: one broadcast
+        if request is None:
+            return
+        last = iteration + request["steps"]
+        if self._train_end is not None:
+            last = min(last, self._train_end)
+        if last <= iteration or self._state == "running":
+            if self.rank == 0:
+                self.report("warning", "trigger", f"request {request['id']} ignored at iteration "
+                                                  f"{iteration}: a window is still running or "
+                                                  f"training ends now")
+            return
+        chosen = (ranks.resolve(ranks.parse_rank_tokens(request["ranks"]), self.world_size,
+                                self._layout_of) if request["ranks"] else self.selected_ranks)
+        if self.rank == 0:
+            log.info(f"trigger {request['id']}: profiling rank(s) {_short(chosen)} at iterations "
+                     f"{iteration + 1}-{last}")
+        if self.rank not in chosen:
+            return
+        # Warm up on the iteration about to run; record the next `steps` ones.
+        self.schedule = StepSchedule(skip_first=iteration, warmup=1, active=last - iteration)
+        self._state = "armed"
+
+    # -- reporting ----------------------------------------------------------------------------
 
     def _guard(self, phase, func, *args):
         """Run a backend call; a profiler failure is reported and ends profiling on this rank."""
@@ -218,6 +366,8 @@ class ProfilerManager:
             return func(*args)
         except Exception as exc:  # noqa: BLE001 - training must survive any profiler failure
             self.report("error", phase, f"{type(exc).__name__}: {exc}")
+            if phase == "trigger":
+                return None
             if self._backend is not None:
                 self._backend.failed = True
             if self._state == "running":
@@ -226,10 +376,9 @@ class ProfilerManager:
                     self._backend.stop()
                 except Exception as stop_exc:  # noqa: BLE001
                     self.report("error", "stop", f"{type(stop_exc).__name__}: {stop_exc}")
-                self._on_saved()
+                self._on_saved(self._backend, self._window)
+            self._state, self._plans = "done", []
             return None
-
-    # -- reporting ----------------------------------------------------------------------------
 
     def report(self, kind, phase, message):
         """Log on this rank and record in the manifest; never raises."""
@@ -239,70 +388,76 @@ class ProfilerManager:
 
     # -- shutdown -----------------------------------------------------------------------------
 
-    def close(self, reason="finished", detail=None, wait_timeout=None):
-        """Stop any running window, wait for its files, write the final manifest. Idempotent."""
+    def close(self, reason="finished", detail=None, wait_timeout=None, wait=True):
+        """Stop any running window, wait for its files, write the final manifest. Idempotent.
+
+        ``wait=False`` leaves a background export running (its thread keeps the process alive
+        and finishes the manifest); see ``wait()``."""
         if self.closed:
             return
         self.closed = True
         try:
             if self._state == "running":
                 recorded = self._window["iterations_recorded"]
+                self._plans = []
                 self._finish_window()
                 if recorded:
                     self.report("warning", "stop", f"training ended ({reason}) inside the window; "
                                                    f"iterations {recorded} were recorded")
                 else:
                     self.report("warning", "stop", f"training ended ({reason}) before iteration "
-                                                   f"{self.schedule.start} completed; nothing was "
-                                                   f"profiled")
-            if self._backend is not None and not self._backend.wait(wait_timeout):
+                                                   f"{self._window['start']} completed; nothing "
+                                                   f"was profiled")
+            if wait and not self.wait(wait_timeout):
                 self.report("error", "stop", f"the trace was still being written after "
                                              f"{wait_timeout} s when the process ended")
             if self.manifest is not None:
-                self.manifest.data["exit"] = {"reason": reason, "detail": detail}
-                if self._window is None:
-                    self.manifest.data["status"] = "incomplete"
-                    self.report("warning", "stop", f"training ended ({reason}) before "
-                                                   f"iteration {self.schedule.start}; nothing was "
-                                                   f"profiled")
-                else:
-                    self._on_saved()
-                self.manifest.save()
+                self._finish_manifest(reason, detail)
+            if self._watcher is not None:
+                self._watcher.set_state("idle", reason=reason)
         finally:
-            self._uninstall_flush_on_exit()
+            self._flush.uninstall()
             self._release()
+
+    def wait(self, timeout=None):
+        """Wait for the last window's background export/parse; True when nothing is pending."""
+        return self._backend is None or self._backend.wait(timeout)
+
+    def _finish_manifest(self, reason, detail):
+        self.manifest.data["exit"] = {"reason": reason, "detail": detail}
+        if not self._windows_opened and not self.polling:
+            self.manifest.data["status"] = "incomplete"
+            start = self.schedule.start if self.schedule else self.config.profile_step_start
+            self.report("warning", "stop", f"training ended ({reason}) before iteration {start}; "
+                                           f"nothing was profiled")
+        elif self._backend is not None:
+            self._on_saved(self._backend, self._window)
+        self.manifest.save()
 
     def _release(self):
         with ProfilerManager._live_lock:
             if ProfilerManager._live is self:
                 ProfilerManager._live = None
 
-    def _install_flush_on_exit(self):
-        atexit.register(self._close_at_exit)
-        # Python's default SIGTERM kills the process without running finally blocks or atexit,
-        # losing the window torchrun interrupts. Only take over when nobody else handles it
-        # (Megatron's --exit-signal-handler does, and then exits through sys.exit).
-        if threading.current_thread() is threading.main_thread() and \
-                signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-            self._previous_sigterm = signal.SIG_DFL
-            signal.signal(signal.SIGTERM, self._flush_on_sigterm)
 
-    def _uninstall_flush_on_exit(self):
-        atexit.unregister(self._close_at_exit)
-        if self._previous_sigterm is not None and \
-                threading.current_thread() is threading.main_thread() and \
-                signal.getsignal(signal.SIGTERM) == self._flush_on_sigterm:
-            signal.signal(signal.SIGTERM, self._previous_sigterm)
-            self._previous_sigterm = None
+_SEVERITY = ("failed", "incomplete", "parsing", "running", "unparsed", "complete")
 
-    def _close_at_exit(self):
-        self.close("process exit", "the training loop did not close the profiler")
 
-    def _flush_on_sigterm(self, signum, frame):
-        self.close("signal", "SIGTERM", wait_timeout=SIGNAL_FLUSH_TIMEOUT_S)
-        # Then die of SIGTERM as the process would have without us.
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
+def _overall(windows):
+    """A rank's status across its windows: the most serious one."""
+    statuses = {w.get("status") for w in windows} or {"armed"}
+    for status in _SEVERITY:
+        if status in statuses:
+            return status
+    return "armed"
+
+
+def _last_iteration(first_iteration, train_iters, exit_interval):
+    from .window import last_iteration_before_exit
+    exit_at = last_iteration_before_exit(first_iteration, exit_interval)
+    if train_iters is None:
+        return exit_at
+    return train_iters if exit_at is None else min(train_iters, exit_at)
 
 
 def _short(selected):

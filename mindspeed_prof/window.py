@@ -7,6 +7,7 @@ The schedule is expressed in those absolute numbers, because the backends set th
 step counter to the logged iteration: the trace's ``ProfilerStep#N`` then *is* iteration N.
 """
 
+import itertools
 from dataclasses import dataclass
 from typing import Optional
 
@@ -15,6 +16,8 @@ from .errors import ConfigError
 # Active length used when the window runs "until training ends" and train_iters is unknown
 # (plain loops): the profiler records until stop().
 OPEN_ENDED = 2**31 - 1
+# Repeated windows of a loop without train_iters are planned this far ahead.
+MAX_OPEN_REPEATS = 10_000
 
 
 @dataclass(frozen=True)
@@ -101,3 +104,74 @@ def plan_window(*, start: int, end: int, first_iteration: int = 1,
     else:
         active = end - start
     return StepSchedule(skip_first=start - warmup, warmup=warmup, active=active)
+
+
+def parse_step_ranges(tokens):
+    """``--profile-steps 100-102,1100-1102`` -> ((100, 102), (1100, 1102)): inclusive, sorted.
+
+    Both ends are iterations that get profiled, as in ``--profile-ranks 0-7``.
+    """
+    flag = "--profile-steps"
+    if tokens is None:
+        return ()
+    if isinstance(tokens, (str, int)):
+        tokens = [tokens]
+    ranges = []
+    for token in tokens:
+        if isinstance(token, (tuple, list)) and len(token) == 2:
+            ranges.append((int(token[0]), int(token[1])))
+            continue
+        for part in str(token).replace(",", " ").split():
+            first, _, last = part.partition("-")
+            if not first.isdigit() or (last and not last.isdigit()):
+                raise ConfigError(f"{flag} {part!r} is not an iteration range; write ranges of "
+                                  f"logged iterations such as 100-102,1100-1102 (or 7 for one).")
+            ranges.append((int(first), int(last or first)))
+    ranges.sort()
+    for first, last in ranges:
+        if first < 1:
+            raise ConfigError(f"{flag} {first}-{last}: iterations are numbered from 1.")
+        if last < first:
+            raise ConfigError(f"{flag} {first}-{last} runs backwards; write it as {last}-{first}.")
+    for (a, b), (c, d) in zip(ranges, ranges[1:]):
+        if c <= b:
+            raise ConfigError(f"{flag} windows {a}-{b} and {c}-{d} overlap; merge them or move one.")
+    return tuple(ranges)
+
+
+def windows_of(config):
+    """The ``[start, end)`` windows a config asks for, in order (lazy: may be endless)."""
+    if config.profile_steps:
+        return iter([(first, last + 1) for first, last in config.profile_steps])
+    if config.profile_trigger_file:
+        return iter(())  # profile on request only
+    start, end, every = config.profile_step_start, config.profile_step_end, config.profile_every
+    if not every:
+        return iter([(start, end)])
+    return ((start + k * every, end + k * every) for k in itertools.count())
+
+
+def plan_windows(config, *, first_iteration=1, train_iters=None, exit_interval=None):
+    """Every window's schedule, checked like ``plan_window``. Repeated windows stop at the last
+    one that fits in training; the first must fit, or the run is refused."""
+    plans, previous_end = [], None
+    last = train_iters
+    exit_at = last_iteration_before_exit(first_iteration, exit_interval)
+    if exit_at is not None and (last is None or exit_at < last):
+        last = exit_at
+    for start, end in windows_of(config):
+        if config.profile_every and start < first_iteration:
+            continue  # a resumed run: repeated windows before the checkpoint are history
+        repeated = bool(config.profile_every) and bool(plans)
+        if repeated and last is not None and end - 1 > last:
+            break
+        if repeated and last is None and len(plans) >= MAX_OPEN_REPEATS:
+            break
+        floor = first_iteration if previous_end is None else previous_end
+        schedule = plan_window(start=start, end=end, first_iteration=first_iteration,
+                               train_iters=train_iters, exit_interval=exit_interval)
+        if schedule.warmup and schedule.skip_first < floor:
+            schedule = StepSchedule(skip_first=start, warmup=0, active=schedule.active)
+        plans.append(schedule)
+        previous_end = schedule.end
+    return plans

@@ -1,0 +1,82 @@
+"""``--profile-max-gb``: estimate a profile's size before it starts, and watch it while it runs.
+
+The estimate is deliberately simple and printed with its parts, so a user can see why a request
+was refused: megabytes per profiled iteration per rank for the level, times multipliers for the
+options that grow traces. The constants are rough figures from public reports of real Ascend and
+GPU captures (see README); the live check during a window is what actually bounds the disk use.
+"""
+
+import os
+import shutil
+
+MB = 1_000_000
+GB = 1_000_000_000
+
+# MB written per profiled iteration per rank, by level (npu) or for torch.profiler.
+BASE_MB = {"level_none": 5, "level0": 40, "level1": 120, "level2": 200, "torch": 10}
+MULTIPLIERS = (
+    ("profile_with_stack", 2.0, "--profile-with-stack"),
+    ("profile_record_shapes", 1.3, "--profile-record-shapes"),
+    ("profile_with_memory", 1.5, "--profile-with-memory"),
+    ("profile_with_modules", 1.2, "--profile-with-modules"),
+)
+NPU_ONLY_MULTIPLIERS = (("profile_with_cpu", 1.5, "--profile-with-cpu"),)
+# torch_npu keeps raw data and writes the parsed views beside it.
+PARSED_FACTOR = 2.0
+
+
+def per_iteration_bytes(config, backend):
+    """(bytes per profiled iteration on one rank, the factors that made it)."""
+    key = config.profile_level if backend == "npu" else "torch"
+    size, parts = BASE_MB[key] * MB, [f"{BASE_MB[key]} MB/iteration ({key})"]
+    factors = MULTIPLIERS + (NPU_ONLY_MULTIPLIERS if backend == "npu" else ())
+    for knob, factor, flag in factors:
+        if getattr(config, knob):
+            size *= factor
+            parts.append(f"x{factor} {flag}")
+    if backend == "npu":
+        if config.profile_export_type == "text,db":
+            size *= 1.8
+            parts.append("x1.8 text+db export")
+        if config.profile_analyse != "offline":
+            size *= PARSED_FACTOR
+            parts.append(f"x{PARSED_FACTOR} parsed output")
+    return int(size), parts
+
+
+def estimate(config, backend, *, iterations, ranks):
+    """Bytes for ``iterations`` profiled iterations on each of ``ranks`` ranks, with its reasoning."""
+    one, parts = per_iteration_bytes(config, backend)
+    total = one * iterations * ranks
+    text = (f"{total / GB:.2f} GB = {iterations} iteration(s) x {ranks} rank(s) x "
+            f"{one / MB:.0f} MB ({', '.join(parts)})")
+    return total, text
+
+
+def free_bytes(path):
+    probe = path
+    while probe and not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    return shutil.disk_usage(probe or ".").free
+
+
+def used_bytes(paths):
+    """Bytes under the given files and folders (what a rank's windows wrote so far)."""
+    total = 0
+    for path in paths:
+        if os.path.isfile(path):
+            total += _size(path)
+            continue
+        for folder, _, files in os.walk(path):
+            total += sum(_size(os.path.join(folder, name)) for name in files)
+    return total
+
+
+def _size(path):
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0

@@ -1,0 +1,139 @@
+"""On-demand profiling of a running job, aligned across ranks.
+
+``mindspeed-prof trigger FILE --steps N [--ranks R...]`` writes a request into FILE. A job started
+with ``--profile-trigger-file FILE`` has rank 0 look at FILE every ``--profile-trigger-poll``
+iterations (one ``stat``), and shares what it found with every rank through one small broadcast
+at that iteration boundary. All selected ranks therefore profile the same iterations, which
+torch_npu's dynamic profiling (each process polls on its own) cannot guarantee. Without the flag
+none of this exists: no stat, no collective.
+
+Each rank reports its state in ``FILE.status/rank{R}.json``: armed, running, parsing, done,
+failed, idle (the job ended).
+"""
+
+import json
+import os
+import time
+import uuid
+
+STATES = ("armed", "running", "parsing", "done", "failed", "idle")
+
+
+def status_dir(path):
+    return f"{path}.status"
+
+
+def write_json_atomic(path, data):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w") as handle:
+        json.dump(data, handle, indent=2)
+    os.replace(tmp, path)
+
+
+def write_request(path, steps, ranks=None):
+    """What ``mindspeed-prof trigger`` writes; returns the request."""
+    request = {"id": uuid.uuid4().hex[:12], "steps": int(steps),
+               "ranks": list(ranks) if ranks else None, "created": time.time()}
+    write_json_atomic(path, request)
+    return request
+
+
+def read_statuses(path):
+    folder = status_dir(path)
+    statuses = {}
+    if not os.path.isdir(folder):
+        return statuses
+    for name in os.listdir(folder):
+        if name.startswith("rank") and name.endswith(".json"):
+            try:
+                with open(os.path.join(folder, name)) as handle:
+                    data = json.load(handle)
+                statuses[int(data["rank"])] = data
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+    return statuses
+
+
+class TriggerWatcher:
+    """Rank 0 polls the file; every rank receives the decision at the same iteration."""
+
+    def __init__(self, path, *, poll, rank, world_size, report):
+        self.path = path
+        self.poll = poll
+        self.rank = rank
+        self.world_size = world_size
+        self.report = report
+        self._seen = None          # (mtime_ns, size) of the file last read
+        self._handled = set()      # request ids already acted on
+        self._armed_at = time.time()  # requests older than the job are stale, not new
+
+    def check(self, iteration):
+        """The new request (a dict) every rank agrees on at ``iteration``, or None."""
+        request = self._read_new() if self.rank == 0 else None
+        request = self._share(request)
+        if request is not None:
+            self._handled.add(request["id"])
+        return request
+
+    def _read_new(self):
+        try:
+            stat = os.stat(self.path)
+        except OSError:
+            return None
+        key = (stat.st_mtime_ns, stat.st_size)
+        if key == self._seen:
+            return None
+        self._seen = key
+        try:
+            with open(self.path) as handle:
+                request = json.load(handle)
+            steps = int(request["steps"])
+            request_id = str(request["id"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            self.report("error", "trigger", f"{self.path} is not a trigger request ({exc}); write "
+                                            f"it with `mindspeed-prof trigger {self.path} --steps N`")
+            return None
+        if request_id in self._handled:
+            return None
+        if float(request.get("created", stat.st_mtime)) < self._armed_at:
+            self._handled.add(request_id)
+            self.report("warning", "trigger", f"ignoring request {request_id} in {self.path}: it "
+                                              f"was written before this job started")
+            return None
+        if steps < 1:
+            self.report("error", "trigger", f"request {request_id} asks for {steps} steps; "
+                                            f"use --steps 1 or more")
+            return None
+        return {"id": request_id, "steps": steps, "ranks": request.get("ranks")}
+
+    def _share(self, request):
+        import torch.distributed as dist
+
+        if self.world_size <= 1 or not (dist.is_available() and dist.is_initialized()):
+            return request
+        holder = [request]
+        dist.broadcast_object_list(holder, src=0, device=_collective_device(dist))
+        return holder[0]
+
+    def set_state(self, state, **details):
+        data = {"rank": self.rank, "state": state, "updated": time.time(), **details}
+        try:
+            write_json_atomic(os.path.join(status_dir(self.path), f"rank{self.rank}.json"), data)
+        except OSError as exc:
+            self.report("warning", "trigger", f"cannot write the status file: {exc}")
+
+
+def _collective_device(dist):
+    """Where the broadcast's tensor must live for the default group's backend."""
+    import torch
+
+    backend = str(dist.get_backend())
+    if backend == "gloo":
+        return torch.device("cpu")
+    npu = getattr(torch, "npu", None)
+    if npu is not None and backend == "hccl":
+        return torch.device("npu", npu.current_device())
+    if torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")

@@ -1,0 +1,155 @@
+"""Several windows, on-demand triggers and the disk budget, on a plain loop with torch.profiler."""
+
+import json
+import os
+
+import pytest
+import torch
+
+from helpers.traces import manifest, step_ids, torch_traces
+from mindspeed_prof import ProfilerConfig, ProfilerManager, profile, trigger
+from mindspeed_prof.cli import main
+from mindspeed_prof.errors import ConfigError
+from mindspeed_prof.window import plan_windows
+
+MODEL = torch.nn.Linear(16, 16)
+
+
+def config(tmp_path, **overrides):
+    values = dict(profile=True, profile_save_path=str(tmp_path / "prof"), profile_backend="torch",
+                  profile_analyse="sync")
+    values.update(overrides)
+    return ProfilerConfig(**values)
+
+
+def run_loop(cfg, iterations, between=None):
+    with profile(cfg, train_iters=iterations) as prof:
+        for iteration in range(1, iterations + 1):
+            if between:
+                between(iteration)
+            MODEL(torch.randn(2, 16)).sum().backward()
+            prof.step()
+
+
+def window_folders(tmp_path):
+    return sorted(d for d in os.listdir(tmp_path / "prof") if d.startswith("iter_"))
+
+
+def test_every_k_repeats_the_window_into_its_own_folders(tmp_path):
+    run_loop(config(tmp_path, profile_step_start=3, profile_step_end=5, profile_every=5), 14)
+    assert window_folders(tmp_path) == ["iter_13-14", "iter_3-4", "iter_8-9"]
+    for folder, expected in (("iter_3-4", [3, 4]), ("iter_8-9", [8, 9]), ("iter_13-14", [13, 14])):
+        assert step_ids(torch_traces(tmp_path / "prof" / folder)[0]) == expected
+    windows = manifest(tmp_path / "prof", 0)["windows"]
+    assert [(w["start"], w["end"], w["dir"]) for w in windows] == [
+        (3, 5, "iter_3-4"), (8, 10, "iter_8-9"), (13, 15, "iter_13-14")]
+
+
+def test_explicit_steps_list_profiles_each_inclusive_range(tmp_path):
+    run_loop(config(tmp_path, profile_steps=("2-3,6-6",)), 8)
+    assert step_ids(torch_traces(tmp_path / "prof" / "iter_2-3")[0]) == [2, 3]
+    assert step_ids(torch_traces(tmp_path / "prof" / "iter_6-6")[0]) == [6]
+
+
+def test_back_to_back_windows_need_no_warmup_gap(tmp_path):
+    run_loop(config(tmp_path, profile_steps=("2-3", "4-5")), 6)
+    assert step_ids(torch_traces(tmp_path / "prof" / "iter_4-5")[0]) == [4, 5]
+
+
+def test_repeated_windows_are_resume_aware(tmp_path):
+    cfg = config(tmp_path, profile_step_start=3, profile_step_end=4, profile_every=10)
+    plans = plan_windows(cfg, first_iteration=101, train_iters=140)
+    assert [(p.start, p.end) for p in plans] == [(103, 104), (113, 114), (123, 124), (133, 134)]
+
+
+@pytest.mark.parametrize("values, message", [
+    (dict(profile_every=1, profile_step_start=3, profile_step_end=6), "--profile-every 1 is shorter"),
+    (dict(profile_every=5, profile_step_end=-1), "--profile-every needs a finite window"),
+    (dict(profile_every=5, profile_steps=("3-4",)), "use one of them"),
+    (dict(profile_steps=("5-3",)), "runs backwards"),
+    (dict(profile_steps=("3-6,5-8",)), "overlap"),
+    (dict(profile_steps=("x",)), "--profile-steps 'x' is not an iteration range"),
+    (dict(profile_trigger_poll=0), "--profile-trigger-poll 0 must be >= 1"),
+    (dict(profile_max_gb=0), "--profile-max-gb 0"),
+])
+def test_unworkable_repetition_names_the_flag(tmp_path, values, message):
+    with pytest.raises(ConfigError, match=message):
+        config(tmp_path, **values)
+
+
+def test_budget_below_the_estimate_refuses_to_start_with_the_estimate(tmp_path):
+    manager = ProfilerManager(config(tmp_path, profile_step_start=2, profile_step_end=12,
+                                     profile_max_gb=0.01, profile_with_stack=True))
+    with pytest.raises(ConfigError) as info:
+        manager.arm(train_iters=20)
+    message = str(info.value)
+    assert "--profile-max-gb 0.01 is below the estimated output: 0.20 GB = 10 iteration(s)" in message
+    assert "x2.0 --profile-with-stack" in message
+
+
+def test_budget_that_fits_profiles_normally(tmp_path):
+    run_loop(config(tmp_path, profile_step_start=2, profile_step_end=4, profile_max_gb=10), 5)
+    assert manifest(tmp_path / "prof", 0)["status"] == "complete"
+
+
+def test_later_windows_over_the_budget_are_skipped_and_said(tmp_path, monkeypatch):
+    from mindspeed_prof import budget
+    monkeypatch.setitem(budget.BASE_MB, "torch", 1)  # the estimate: 1 MB per iteration
+    padding = tmp_path / "prof" / "iter_2-3" / "padding"
+    cfg = config(tmp_path, profile_step_start=2, profile_step_end=4, profile_every=4,
+                 profile_max_gb=0.007)  # 6 MB estimated for three windows: allowed to start
+    with profile(cfg, train_iters=12) as prof:
+        for iteration in range(1, 13):
+            MODEL(torch.randn(2, 16)).sum().backward()
+            prof.step()
+            if iteration == 3:  # the first window turned out 5.5 MB larger than estimated
+                padding.write_bytes(b"x" * 5_500_000)
+                prof.manager.manifest.add_files([str(padding)])
+    data = manifest(tmp_path / "prof", 0)
+    assert [w["start"] for w in data["windows"]] == [2]
+    assert any("would be exceeded" in w["message"] for w in data["warnings"])
+
+
+def test_trigger_request_profiles_the_next_iterations(tmp_path):
+    path = str(tmp_path / "trigger.json")
+    cfg = config(tmp_path, profile_trigger_file=path, profile_trigger_poll=2)
+
+    def request(iteration):
+        if iteration == 3:
+            assert main(["trigger", path, "--steps", "2"]) == 0
+
+    run_loop(cfg, 10, between=request)
+    # polled at 4: warm-up at 4, iterations 5 and 6 recorded
+    assert step_ids(torch_traces(tmp_path / "prof" / "iter_5-6")[0]) == [5, 6]
+    statuses = trigger.read_statuses(path)
+    assert statuses[0]["state"] == "idle"
+    assert manifest(tmp_path / "prof", 0)["windows"][0]["status"] == "complete"
+
+
+def test_request_older_than_the_job_is_ignored(tmp_path):
+    path = str(tmp_path / "trigger.json")
+    trigger.write_request(path, 2)
+    run_loop(config(tmp_path, profile_trigger_file=path, profile_trigger_poll=1), 5)
+    assert torch_traces(tmp_path / "prof") == []
+
+
+def test_trigger_without_a_file_costs_nothing_per_step(tmp_path):
+    manager = ProfilerManager(config(tmp_path, profile_ranks=(1,)), rank=0, world_size=2)
+    manager.arm(train_iters=20)
+    assert manager.step_begin.__name__ == "_nothing"
+    manager.close()
+
+
+def test_trigger_command_validates_its_arguments(tmp_path, capsys):
+    assert main(["trigger", str(tmp_path / "t.json"), "--steps", "0"]) == 2
+    assert "--steps 0 must be a number of iterations >= 1" in capsys.readouterr().err
+    assert main(["trigger", str(tmp_path / "no" / "t.json"), "--steps", "1"]) == 2
+    assert main(["trigger", str(tmp_path / "t.json"), "--steps", "1", "--ranks", "3-1"]) == 2
+
+
+def test_trigger_status_lists_each_rank(tmp_path, capsys):
+    path = str(tmp_path / "trigger.json")
+    trigger.TriggerWatcher(path, poll=1, rank=3, world_size=1, report=None).set_state(
+        "running", window=[5, 7])
+    assert main(["trigger", path, "--status"]) == 0
+    assert "3     running   5-6" in capsys.readouterr().out
