@@ -7,6 +7,7 @@ the ``ProfilerStep#N`` ids equal the training iterations, as the core's torch ba
 
 import os
 import time
+import warnings
 
 from mindspeed_prof.layout import TORCH_TRACE_TEMPLATE
 
@@ -18,7 +19,9 @@ def torch_trace(directory, rank=0, start=5, end=8, record_steps=True):
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(str(directory),
                         TORCH_TRACE_TEMPLATE.format(rank=rank, time_ns=time.time_ns()))
-    active = schedule(wait=0, warmup=0, active=end - start, repeat=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "won't be using warmup": the window starts cold
+        active = schedule(wait=0, warmup=0, active=end - start, repeat=1)
 
     def window(step):
         return active(step - start) if step >= start else ProfilerAction.NONE
@@ -26,7 +29,7 @@ def torch_trace(directory, rank=0, start=5, end=8, record_steps=True):
     model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
     prof = profile(activities=[ProfilerActivity.CPU],
                    schedule=window if record_steps else None,
-                   on_trace_ready=lambda p: p.export_chrome_trace(path))
+                   on_trace_ready=(lambda p: p.export_chrome_trace(path)) if record_steps else None)
     if record_steps:
         prof.step_num = start
         prof.current_action = window(start)

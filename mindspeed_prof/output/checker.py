@@ -1,0 +1,207 @@
+"""``check_directory``: every rank's verdict under a save path, manifests included.
+
+Our manifests say which ranks were expected (``selected_ranks``), which window each capture
+covers and whether the rank's profiler failed; torch_npu's own files say what was collected.
+A rank is judged by the worst of its captures, and by its manifest when that reports failure.
+"""
+
+import os
+
+from ..errors import ConfigError
+from . import discover as discovery
+from .report import INCOMPLETE, MISSING, RankReport, Report, worst
+from .runcheck import check_run
+
+FAILED_STATUSES = ("failed", "incomplete")
+UNFINISHED_STATUSES = ("armed", "running")
+
+
+def check_directory(path, expected_ranks=None):
+    """Check every capture under ``path``; ``expected_ranks`` (e.g. from ``--ranks``) replaces
+    the ranks the manifests expect, and limits the report to them. Raises ``ConfigError``
+    when ``path`` is not a directory; any file content gives a verdict, never an exception."""
+    if not os.path.isdir(path):
+        what = "does not exist" if not os.path.exists(path) else "is not a directory"
+        raise ConfigError(f"DIR {path} {what}; give the --profile-save-path of the profiled run "
+                          f"(e.g. ./profile_dir), or one *_ascend_pt folder.")
+    found = discovery.discover(path)
+    report = Report(directory=found.root)
+    report.warnings.extend(found.notes)
+    manifests = _manifests(found, report)
+    for run in found.runs:
+        if run.rank is None:
+            _rank_from_manifests(run, manifests, found.root)
+    expected = _expected(manifests) if expected_ranks is None else set(expected_ranks)
+    report.expected_ranks = sorted(expected)
+    by_rank = {}
+    for run in found.runs:
+        manifest = manifests.get(run.rank)
+        window, config = _window(run, manifest, found.root), _config(manifest)
+        checked = check_run(run, window, config)
+        if run.rank is None:
+            report.unranked.append(checked)
+        else:
+            by_rank.setdefault(run.rank, []).append(checked)
+    ranks = set(by_rank) | expected
+    if expected_ranks is not None:
+        skipped = sorted(set(by_rank) - expected)
+        if skipped:
+            report.warnings.append(f"also found rank(s) {_list(skipped)}, not checked (--ranks)")
+        ranks = expected
+    for rank in sorted(ranks):
+        report.ranks.append(_rank_report(rank, by_rank.get(rank, []), manifests.get(rank),
+                                         found.root))
+    if not found.runs and not manifests:
+        report.warnings.append(f"no profiler output under {found.root}: expected *_ascend_pt "
+                               f"folders, rank*.pt.trace.json files or "
+                               f"profile_manifest_rank*.json")
+    return report
+
+
+def _manifests(found, report):
+    manifests = {}
+    for entry in found.manifests:
+        if entry.error:
+            report.warnings.append(entry.error)
+        if entry.data is None:
+            continue
+        if entry.rank in manifests:
+            report.warnings.append(f"several manifests for rank {entry.rank}: using "
+                                   f"{manifests[entry.rank].rel}, ignoring {entry.rel}")
+            continue
+        manifests[entry.rank] = entry
+    return manifests
+
+
+def _expected(manifests):
+    expected = set(manifests)
+    for entry in manifests.values():
+        selected = entry.data.get("selected_ranks")
+        if isinstance(selected, list):
+            expected.update(r for r in selected if isinstance(r, int) and not isinstance(r, bool)
+                            and r >= 0)
+    return expected
+
+
+def _windows(manifest):
+    windows = manifest.data.get("windows") if manifest else None
+    return [w for w in windows if isinstance(w, dict)] if isinstance(windows, list) else []
+
+
+def _relative(run_path, manifest):
+    return os.path.normpath(os.path.relpath(run_path, os.path.dirname(manifest.path)))
+
+
+def _lists(window, rel):
+    files = window.get("files") if isinstance(window.get("files"), list) else []
+    for item in files:
+        if not isinstance(item, str):
+            continue
+        item = os.path.normpath(item)
+        if rel == item or rel.startswith(item + os.sep) or item.startswith(rel + os.sep):
+            return True
+    return False
+
+
+def _rank_from_manifests(run, manifests, root):
+    for rank, manifest in manifests.items():
+        rel = _relative(run.path, manifest)
+        if any(_lists(w, rel) for w in _windows(manifest)):
+            run.rank, run.rank_source = rank, f"listed in {manifest.rel}"
+            return
+
+
+def _window(run, manifest, root):
+    """The (start, end) of the manifest window holding this capture, else its folder's."""
+    windows = _windows(manifest)
+    if not windows:
+        return run.window
+    rel = _relative(run.path, manifest)
+    chosen = [w for w in windows if _lists(w, rel)]
+    if not chosen:
+        folder = os.path.dirname(rel) or "."
+        chosen = [w for w in windows if isinstance(w.get("dir"), str)
+                  and os.path.normpath(w["dir"]) == folder]
+    if not chosen and len(windows) == 1:
+        chosen = windows
+    if len(chosen) != 1:
+        return run.window
+    start, end = chosen[0].get("start"), chosen[0].get("end")
+    if isinstance(start, int) and isinstance(end, int):
+        return start, end
+    return run.window
+
+
+def _config(manifest):
+    config = manifest.data.get("config") if manifest else None
+    return config if isinstance(config, dict) else None
+
+
+def _rank_report(rank, runs, manifest, root):
+    rank_report = RankReport(rank=rank, runs=sorted(runs, key=lambda r: (r.timestamp or "",
+                                                                         r.path)))
+    if manifest is not None:
+        rank_report.manifest = manifest.rel
+        _apply_manifest(rank_report, manifest)
+    if not runs:
+        rank_report.verdict = MISSING
+        rank_report.problems.insert(0, "no output for this rank" + (
+            f" (its manifest status is {rank_report.manifest_status!r})"
+            if rank_report.manifest_status else " (expected: listed in selected_ranks or --ranks)"))
+        return rank_report
+    rank_report.verdict = worst(rank_report.verdict, *(r.verdict for r in runs))
+    _msprof_pick(rank_report)
+    return rank_report
+
+
+def _apply_manifest(rank_report, manifest):
+    data = manifest.data
+    status = data.get("status")
+    rank_report.manifest_status = status if isinstance(status, str) else None
+    for kind, target in (("errors", rank_report.errors), ("warnings", rank_report.warnings)):
+        entries = data.get(kind) if isinstance(data.get(kind), list) else []
+        for entry in entries:
+            if isinstance(entry, dict):
+                phase = entry.get("phase")
+                target.append(f"{manifest.rel}: " + (f"[{phase}] " if phase else "")
+                              + str(entry.get("message")))
+            else:
+                target.append(f"{manifest.rel}: {entry}")
+    if status in FAILED_STATUSES:
+        rank_report.verdict = worst(rank_report.verdict, INCOMPLETE)
+        rank_report.problems.append(f"{manifest.rel} reports status {status!r}"
+                                    + (f": {rank_report.errors[0]}" if rank_report.errors else ""))
+    elif status in UNFINISHED_STATUSES:
+        rank_report.warnings.append(f"{manifest.rel} still says {status!r}: the training process "
+                                    f"ended without closing the profiler (killed?)")
+    elif status == "parsing":
+        rank_report.warnings.append(f"{manifest.rel} says 'parsing': an asynchronous parse may "
+                                    f"still be running; check again when it ends")
+    elif rank_report.errors:
+        rank_report.warnings.append(f"{manifest.rel} lists errors although its status is "
+                                    f"{status!r}")
+    base = os.path.dirname(manifest.path)
+    files = data.get("files") if isinstance(data.get("files"), list) else []
+    absent = [f for f in files if isinstance(f, str) and not os.path.exists(os.path.join(base, f))]
+    if absent:
+        rank_report.verdict = worst(rank_report.verdict, INCOMPLETE)
+        rank_report.problems.append(f"listed in {manifest.rel} but absent: "
+                                    f"{', '.join(absent[:5])}"
+                                    + (f" and {len(absent) - 5} more" if len(absent) > 5 else ""))
+
+
+def _msprof_pick(rank_report):
+    npu = [r for r in rank_report.runs if r.backend == "npu"]
+    if len(npu) < 2:
+        return
+    newest = max(npu, key=lambda r: (r.timestamp or "", r.path))
+    rank_report.msprof_analyze_pick = newest.path
+    rank_report.warnings.append(
+        f"{len(npu)} NPU captures for rank {rank_report.rank}; msprof-analyze cluster analyses "
+        f"only the newest ({newest.path}: field [-3] of the folder name). To analyse another, "
+        f"point -d at a folder holding one capture per rank (e.g. one iter_<start>-<end>/).")
+
+
+def _list(numbers):
+    return ", ".join(str(n) for n in numbers)
+

@@ -1,0 +1,121 @@
+"""What ``check`` found: a verdict per capture, per rank, and the exit code they make.
+
+Verdicts, from best to worst (a rank gets the worst of its captures):
+
+    valid         every file its settings promise is there and readable
+    incomplete    a promised file (or column, or profiled step) is missing
+    unparsed      raw data but no ASCEND_PROFILER_OUTPUT: run `mindspeed-prof analyse`
+    not_stopped   no profiler_info*.json: the profiler's stop() never ran
+    corrupt       a file is empty, cut short or unreadable
+    missing       an expected rank left no output at all
+"""
+
+from dataclasses import dataclass, field
+
+VALID, INCOMPLETE, UNPARSED, NOT_STOPPED, CORRUPT, MISSING = (
+    "valid", "incomplete", "unparsed", "not_stopped", "corrupt", "missing")
+VERDICTS = (VALID, INCOMPLETE, UNPARSED, NOT_STOPPED, CORRUPT, MISSING)
+_RANK = {v: i for i, v in enumerate(VERDICTS)}
+
+
+def worst(*verdicts):
+    verdicts = [v for v in verdicts if v]
+    return max(verdicts, key=_RANK.__getitem__) if verdicts else VALID
+
+
+def label(verdict):
+    return verdict.replace("_", " ")
+
+
+@dataclass
+class RunReport:
+    """One capture (an ``*_ascend_pt`` folder or a torch trace)."""
+
+    path: str
+    backend: str
+    rank: int = None
+    rank_source: str = None
+    timestamp: str = None
+    window: tuple = None
+    verdict: str = VALID
+    problems: list = field(default_factory=list)  # why the verdict is not valid
+    warnings: list = field(default_factory=list)
+    errors: list = field(default_factory=list)  # error lines from the profiler's logs
+    error_count: int = 0
+    files: list = field(default_factory=list)  # FileCheck
+    settings: str = None  # "level1 text", NPU captures only
+    steps: list = field(default_factory=list)
+
+    def fail(self, verdict, problem):
+        self.verdict = worst(self.verdict, verdict)
+        self.problems.append(problem)
+
+    def as_dict(self):
+        return {
+            "path": self.path, "backend": self.backend, "rank": self.rank,
+            "rank_source": self.rank_source, "timestamp": self.timestamp,
+            "window": list(self.window) if self.window else None,
+            "verdict": self.verdict, "settings": self.settings, "steps": self.steps,
+            "problems": self.problems, "warnings": self.warnings,
+            "errors": self.errors, "error_count": self.error_count,
+            "files": [f.as_dict() for f in self.files],
+        }
+
+
+@dataclass
+class RankReport:
+    rank: int
+    verdict: str = VALID
+    runs: list = field(default_factory=list)
+    problems: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)
+    errors: list = field(default_factory=list)  # from our manifest
+    manifest: str = None
+    manifest_status: str = None
+    msprof_analyze_pick: str = None
+
+    def as_dict(self):
+        return {
+            "rank": self.rank, "verdict": self.verdict, "manifest": self.manifest,
+            "manifest_status": self.manifest_status, "problems": self.problems,
+            "warnings": self.warnings, "errors": self.errors,
+            "msprof_analyze_pick": self.msprof_analyze_pick,
+            "runs": [r.as_dict() for r in self.runs],
+        }
+
+
+@dataclass
+class Report:
+    directory: str
+    expected_ranks: list = field(default_factory=list)
+    ranks: list = field(default_factory=list)  # RankReport, by rank
+    unranked: list = field(default_factory=list)  # RunReport whose rank is unknown
+    warnings: list = field(default_factory=list)
+
+    @property
+    def ok(self):
+        checked = self.ranks or self.unranked
+        return bool(checked) and all(r.verdict == VALID for r in self.ranks) \
+            and all(r.verdict == VALID for r in self.unranked)
+
+    @property
+    def exit_code(self):
+        return 0 if self.ok else 1
+
+    def rank(self, rank):
+        return next((r for r in self.ranks if r.rank == rank), None)
+
+    def counts(self):
+        counts = {}
+        for item in [*self.ranks, *self.unranked]:
+            counts[item.verdict] = counts.get(item.verdict, 0) + 1
+        return counts
+
+    def as_dict(self):
+        return {
+            "directory": self.directory, "ok": self.ok, "exit_code": self.exit_code,
+            "expected_ranks": self.expected_ranks, "counts": self.counts(),
+            "warnings": self.warnings,
+            "ranks": [r.as_dict() for r in self.ranks],
+            "unranked": [r.as_dict() for r in self.unranked],
+        }

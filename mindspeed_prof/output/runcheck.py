@@ -1,0 +1,168 @@
+"""The verdict on one capture: an ``*_ascend_pt`` folder or a torch chrome trace."""
+
+import os
+
+from ..layout import ASCEND_OUTPUT_DIR
+from . import expect, filecheck, logscan
+from .csvtable import normalise
+from .report import CORRUPT, INCOMPLETE, NOT_STOPPED, UNPARSED, RunReport
+
+RAW_DIRS = ("FRAMEWORK",)
+RAW_PREFIX = "PROF_"
+
+
+def check_run(run, window=None, config=None):
+    """``window``: the (start, end) the manifest gave this capture; ``config``: its config."""
+    report = RunReport(path=run.rel, backend=run.backend, rank=run.rank,
+                       rank_source=run.rank_source, timestamp=run.timestamp,
+                       window=window or run.window)
+    report.warnings.extend(run.notes)
+    try:
+        if run.backend == "torch":
+            _torch(run, report)
+        else:
+            _npu(run, report, config)
+    except OSError as exc:  # the folder vanished or cannot be listed
+        report.fail(CORRUPT, f"cannot read {run.rel}: {exc.strerror or exc}")
+    return report
+
+
+def _torch(run, report):
+    checked = filecheck.check_file(run.path)
+    report.files.append(checked)
+    if checked.status != filecheck.OK:
+        report.fail(CORRUPT, f"{os.path.basename(run.path)}: {checked.detail}")
+        return
+    report.steps = checked.facts.get("steps", [])
+    if not report.steps:
+        report.fail(INCOMPLETE, "no ProfilerStep#N events: the profiler was never stepped "
+                                "inside its schedule, so no iteration can be told apart")
+        return
+    _window_steps(report, strict=True)
+
+
+def _window_steps(report, strict):
+    """Compare the ProfilerStep ids with the window [start, end); end -1 = until training ended."""
+    if not report.window or not report.steps:
+        return
+    start, end = report.window
+    steps = set(report.steps)
+    last = end - 1 if end != -1 else max(max(steps), start)
+    missing = [n for n in range(start, last + 1) if n not in steps]
+    outside = sorted(n for n in steps if n < start or (end != -1 and n >= end))
+    window = f"[{start}, {end})" if end != -1 else f"[{start}, end of training)"
+    if missing:
+        text = (f"ProfilerStep#{_ranges(missing)} of window {window} missing "
+                f"(found {_ranges(sorted(steps))})")
+        if strict:
+            report.fail(INCOMPLETE, text)
+        else:
+            # torch_npu may drop kernels of the first recorded step (shared reference §11.10)
+            report.warnings.append(text)
+    if outside:
+        report.warnings.append(f"ProfilerStep#{_ranges(outside)} lie outside window {window}: "
+                               f"step ids do not match the training log's iterations")
+
+
+def _ranges(numbers):
+    parts, run = [], []
+    for n in numbers:
+        if run and n == run[-1] + 1:
+            run.append(n)
+            continue
+        if run:
+            parts.append(_span(run))
+        run = [n]
+    if run:
+        parts.append(_span(run))
+    return ",".join(parts)
+
+
+def _span(run):
+    return str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}"
+
+
+def _npu(run, report, config):
+    entries = os.listdir(run.path)
+    has_raw = any(e in RAW_DIRS or e.startswith(RAW_PREFIX) for e in entries)
+    _info(run, report, has_raw)
+    settings = expect.settings_for(run.info, config)
+    report.settings = settings.describe()
+    report.warnings.extend(settings.notes)
+    report.errors, report.error_count = logscan.error_lines(run.path)
+    out_dir = os.path.join(run.path, ASCEND_OUTPUT_DIR)
+    names = sorted(n for n in os.listdir(out_dir)
+                   if os.path.isfile(os.path.join(out_dir, n))) if os.path.isdir(out_dir) else []
+    if not names:
+        if report.verdict == NOT_STOPPED:
+            return  # nothing can parse a capture that never stopped: no advice to add
+        if has_raw:
+            report.fail(UNPARSED, f"raw data (FRAMEWORK/, PROF_*) but no parsed "
+                                  f"{ASCEND_OUTPUT_DIR}/: parse it with `mindspeed-prof analyse "
+                                  f"{run.rel}` (needs torch_npu and CANN)")
+        else:
+            report.fail(INCOMPLETE, f"no {ASCEND_OUTPUT_DIR}/ and no raw data (FRAMEWORK/, "
+                                    f"PROF_*): the capture recorded nothing")
+        return
+    checks = {n: filecheck.check_file(os.path.join(out_dir, n), n) for n in names}
+    report.files.extend(checks.values())
+    for name, checked in checks.items():
+        if checked.status != filecheck.OK:
+            report.fail(CORRUPT, f"{ASCEND_OUTPUT_DIR}/{name}: {checked.detail}")
+        elif checked.detail:
+            report.warnings.append(f"{ASCEND_OUTPUT_DIR}/{name}: {checked.detail}")
+    for wanted in expect.deliverables(settings, run.rank):
+        _expect(report, checks, wanted)
+    if "analyse.done" not in checks and report.verdict == INCOMPLETE:
+        report.warnings.append("no analyse.done: parsing did not finish (still running with "
+                               "--profile-analyse async, or interrupted); torch_npu < 2.10 "
+                               "never writes it. Re-parse with `mindspeed-prof analyse`")
+    trace = checks.get("trace_view.json")
+    if trace is not None and trace.status == filecheck.OK:
+        report.steps = trace.facts.get("steps", [])
+        scan = trace.facts.get("scan")
+        if scan is not None and settings.npu and not scan.npu_processes() \
+                and "kernel_details.csv" in checks:
+            report.warnings.append("trace_view.json has no NPU process (Ascend Hardware): the "
+                                   "device timeline is missing")
+        _window_steps(report, strict=False)
+
+
+def _info(run, report, has_raw):
+    if run.info is None and run.info_error is None:
+        raw = " (raw data is there, but the offline parser needs profiler_info too)" \
+            if has_raw else ""
+        report.fail(NOT_STOPPED, f"no profiler_info*.json: the profiler's stop() never ran "
+                                 f"(training ended or was killed inside the window, or stop "
+                                 f"failed){raw}")
+        return
+    if run.info is None:
+        report.fail(CORRUPT, f"{run.info_name}: {run.info_error}")
+        return
+    report.warnings.extend(run.info.notes)
+    if run.info.rank_in_name is None:
+        report.warnings.append(
+            f"{run.info_name} names no rank: msprof-analyze cluster drops this folder "
+            f"(\"Expected to get rank_id from profiler_info_{{rank_id}}.json\"). Set RANK (or "
+            f"initialise torch.distributed) before the profiler starts; for this capture, "
+            f"rename it to profiler_info_<rank>.json")
+
+
+def _expect(report, checks, wanted):
+    present = next((checks[n] for n in (wanted.name, *wanted.alternatives) if n in checks), None)
+    if present is None:
+        text = f"missing {ASCEND_OUTPUT_DIR}/{wanted.name} ({wanted.why})"
+        if wanted.required:
+            report.fail(INCOMPLETE, text)
+        else:
+            report.warnings.append(text)
+        return
+    present.why = present.why or wanted.why
+    if wanted.alternatives and present.name != wanted.name:
+        report.warnings.append(f"{present.name} found where {wanted.name} was expected: the "
+                               f"rank was unknown to torch_npu; msprof-analyze reports rank -1")
+    if wanted.column and present.status == filecheck.OK:
+        header = [normalise(h) for h in present.facts.get("header", [])]
+        if normalise(wanted.column) not in header:
+            report.fail(INCOMPLETE, f"{present.name} has no '{wanted.column}' column "
+                                    f"({wanted.why})")
