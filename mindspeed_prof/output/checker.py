@@ -127,6 +127,7 @@ def _window(run, manifest, root):
     if len(chosen) != 1:
         return run.window
     start, end = chosen[0].get("start"), chosen[0].get("end")
+    end = -1 if end is None else end  # an open window: until training ended
     if isinstance(start, int) and isinstance(end, int):
         return start, end
     return run.window

@@ -4,7 +4,8 @@
                                  its rank_id, or our worker name rank{R}_...
     rank{R}.{time_ns}.pt.trace.json[.gz]    torch capture
     profile_manifest_rank{R}.json           what rank R was asked to do (ours)
-    iter_{start}-{end}/                     one folder per window when several ran
+    iter_{start}-{last}/                    one folder per window when several ran
+                                            (last inclusive, "end" when open-ended)
 
 The walk goes at most ``MAX_DEPTH`` folders down (msprof-analyze looks 5 deep) and never into
 a capture, so a large save path costs a directory listing, not a read.
@@ -14,7 +15,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from ..layout import (ASCEND_PT_SUFFIX, MANIFEST_RE, TORCH_TRACE_RE, WINDOW_DIR_RE)
+from ..layout import ASCEND_PT_SUFFIX, MANIFEST_RE, TORCH_TRACE_RE
 from ..manifest import read_manifest
 from . import profinfo
 from .errors import CorruptFile
@@ -24,6 +25,8 @@ TORCH_TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
 WORKER_RANK_RE = re.compile(r"^rank(\d+)_")
 TIMESTAMP_RE = re.compile(r"^\d{17}$")
 SKIP_DIRS = {"cluster_analysis_output", "__pycache__"}
+# The manager names a window folder after its last iteration, not layout.py's exclusive end.
+WINDOW_FOLDER_RE = re.compile(r"^iter_(\d+)-(\d+|end|-1)$")
 
 
 @dataclass
@@ -36,7 +39,7 @@ class Run:
     rank: int = None
     rank_source: str = None
     timestamp: str = None
-    window: tuple = None  # (start, end) of the iter_{start}-{end} folder holding it
+    window: tuple = None  # [start, end) of the iter_ folder holding it; end -1 = open
     info: object = None  # ProfilerInfo of the first readable profiler_info file
     info_name: str = None
     info_error: str = None
@@ -93,9 +96,10 @@ def _walk(root, found):
 def _window(path, root):
     rel = os.path.relpath(os.path.dirname(path), root)
     for part in reversed(rel.split(os.sep)):
-        match = WINDOW_DIR_RE.match(part)
+        match = WINDOW_FOLDER_RE.match(part)
         if match:
-            return int(match.group(1)), int(match.group(2))
+            last = match.group(2)
+            return int(match.group(1)), -1 if last in ("end", "-1") else int(last) + 1
     return None
 
 

@@ -24,7 +24,8 @@ def check_table(report):
             rows.append((str(rank.rank) if index == 0 else "", verdict, run.backend, run.path,
                          _detail(run)))
         if len(rank.runs) > 1 or (rank.runs and rank.verdict != rank.runs[0].verdict):
-            rows.append(("", f"= {label(rank.verdict)}", "", "", _first(rank.problems)))
+            rows.append(("", f"= {label(rank.verdict)}", "", "",
+                         _first(rank.problems) or f"{len(rank.runs)} captures"))
     for run in report.unranked:
         rows.append(("?", label(run.verdict), run.backend, run.path, _detail(run)))
     lines.extend(_columns(rows))

@@ -1,0 +1,49 @@
+"""``mindspeed-prof summary DIR [--top N] [--json|--csv] [--plot FILE.png]``.
+
+Per rank and overall: step time and its breakdown, top kernels and op types (NPU) or
+operators by self time (torch), and the slow ranks with what sets them apart. Exit 0 when at
+least one rank was summarised, 1 when none could be, 2 on a usage error.
+"""
+
+import sys
+
+HELP = "Summarise every rank's profile under DIR: step-time breakdown, top kernels, slow ranks."
+
+
+def add_arguments(parser):
+    parser.add_argument("directory", metavar="DIR",
+                        help="The --profile-save-path of the run, a window folder, or one "
+                             "*_ascend_pt folder.")
+    parser.add_argument("--top", type=int, default=10, metavar="N",
+                        help="How many kernels / op types / operators to list (default 10).")
+    form = parser.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="Machine-readable JSON.")
+    form.add_argument("--csv", action="store_true",
+                      help="Long-format CSV: section,rank,step,name,type,metric,value.")
+    parser.add_argument("--plot", metavar="FILE.png", default=None,
+                        help="Also draw a per-rank stacked bar chart of the step breakdown "
+                             "(needs matplotlib).")
+
+
+def run(args):
+    from mindspeed_prof.output import render_summary
+    from mindspeed_prof.output.summary import summarize_directory
+
+    summary = summarize_directory(args.directory, top=args.top)
+    plotted = None
+    if args.plot:
+        from mindspeed_prof.output.plot import plot_breakdown
+        plotted = plot_breakdown(summary, args.plot)
+        if plotted is None:
+            print(f"mindspeed-prof summary: --plot {args.plot} not written: no rank has step "
+                  f"times (run `mindspeed-prof check {args.directory}` to see why).",
+                  file=sys.stderr)
+    if args.json:
+        print(render_summary.summary_json(summary))
+    elif args.csv:
+        print(render_summary.summary_csv(summary), end="")
+    else:
+        print(render_summary.summary_table(summary))
+        if plotted:
+            print(f"\nplot written to {plotted}")
+    return 0 if summary.ranks and (plotted or not args.plot) else 1

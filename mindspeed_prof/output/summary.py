@@ -1,0 +1,278 @@
+"""``summarize_directory``: step-time breakdown, top kernels and op types, slow ranks.
+
+NPU captures are summarised from ASCEND_PROFILER_OUTPUT's tables (step_trace_time.csv,
+kernel_details.csv, op_statistic.csv), torch captures from their chrome trace. The per-step
+breakdown keeps step_trace_time.csv's values as they are, so it equals msprof-analyze's
+cluster_step_trace_time.csv on the same input. Step time is Computing + Communication(Not
+Overlapped) + Free: those three cover the step without overlap.
+"""
+
+import os
+import statistics
+from dataclasses import dataclass, field
+
+from ..errors import ConfigError
+from ..layout import ASCEND_OUTPUT_DIR
+from . import columns, torchtrace
+from .csvtable import CsvTable, number
+from .discover import discover
+from .errors import CorruptFile
+
+EXPLAINING = columns.STEP_PARTS
+
+
+@dataclass
+class Item:
+    """A kernel, op type or torch operator, aggregated."""
+
+    name: str
+    kind: str = None  # kernel Type, op Core Type or trace category
+    total_us: float = 0.0
+    count: int = 0
+
+    def as_dict(self, whole):
+        return {"name": self.name, "type": self.kind, "total_us": self.total_us,
+                "count": self.count, "mean_us": self.total_us / self.count if self.count else 0.0,
+                "share_pct": 100.0 * self.total_us / whole if whole else 0.0}
+
+
+@dataclass
+class RankSummary:
+    rank: int
+    backend: str = None
+    sources: list = field(default_factory=list)
+    steps: list = field(default_factory=list)  # {"step", "device", components..., "step_time"}
+    kernels: dict = field(default_factory=dict)  # (name, type) -> Item
+    op_types: dict = field(default_factory=dict)
+    op_types_source: str = None
+    ops: dict = field(default_factory=dict)  # torch operators by self time
+    notes: list = field(default_factory=list)
+
+    def breakdown(self):
+        """Mean of each component over the profiled steps."""
+        keys = [k for k in (*columns.STEP_COMPONENTS, "step_time")
+                if any(s.get(k) is not None for s in self.steps)]
+        return {k: statistics.fmean([s[k] for s in self.steps if s.get(k) is not None])
+                for k in keys}
+
+    @property
+    def step_time(self):
+        return self.breakdown().get("step_time")
+
+
+@dataclass
+class Summary:
+    directory: str
+    top: int = 10
+    ranks: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+
+    def rank(self, rank):
+        return next((r for r in self.ranks if r.rank == rank), None)
+
+
+def summarize_directory(path, top=10):
+    if not os.path.isdir(path):
+        what = "does not exist" if not os.path.exists(path) else "is not a directory"
+        raise ConfigError(f"DIR {path} {what}; give the --profile-save-path of the profiled run "
+                          f"(e.g. ./profile_dir), or one *_ascend_pt folder.")
+    if top < 1:
+        raise ConfigError(f"--top {top} must be >= 1.")
+    found = discover(path)
+    summary = Summary(directory=found.root, top=top)
+    by_rank = {}
+    for run in found.runs:
+        if run.rank is None:
+            summary.notes.append(f"{run.rel}: rank unknown, left out")
+            continue
+        by_rank.setdefault(run.rank, []).append(run)
+    for rank in sorted(by_rank):
+        rank_summary = RankSummary(rank=rank)
+        # oldest first, so the newest capture's row wins when two captures share a step
+        runs = sorted(by_rank[rank], key=lambda r: (r.timestamp or "", r.rel))
+        for run in runs:
+            if run.backend == "npu":
+                _npu(run, rank_summary)
+            else:
+                _torch(run, rank_summary)
+        rank_summary.steps.sort(key=lambda s: (s["step"] is None, s["step"] or 0,
+                                               s.get("device") or 0))
+        summary.ranks.append(rank_summary)
+    if not summary.ranks:
+        summary.notes.append(f"nothing to summarise under {found.root}: no rank's capture "
+                             f"found (run `mindspeed-prof check {path}`)")
+    return summary
+
+
+def _read(rank_summary, path, spec):
+    """Rows of one table, or None with a note when it is absent or unreadable."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        table = CsvTable(path, spec)
+        return table, list(table.rows())
+    except (CorruptFile, OSError, ValueError) as exc:
+        rank_summary.notes.append(f"{os.path.basename(path)} skipped: {exc}")
+        return None
+
+
+def _npu(run, rank_summary):
+    out = os.path.join(run.path, ASCEND_OUTPUT_DIR)
+    if not os.path.isdir(out):
+        rank_summary.notes.append(f"{run.rel}: not parsed (no {ASCEND_OUTPUT_DIR}/)")
+        return
+    rank_summary.backend = rank_summary.backend or "npu"
+    rank_summary.sources.append(run.rel)
+    _steps(rank_summary, os.path.join(out, "step_trace_time.csv"), run.rel)
+    try:
+        _kernels(rank_summary, os.path.join(out, "kernel_details.csv"))
+        _op_types(rank_summary, os.path.join(out, "op_statistic.csv"))
+    except (CorruptFile, OSError) as exc:
+        rank_summary.notes.append(f"{run.rel}: {exc}")
+
+
+def _steps(rank_summary, path, rel):
+    read = _read(rank_summary, path, columns.STEP_TRACE_TIME)
+    if read is None:
+        rank_summary.notes.append(f"{rel}: no readable step_trace_time.csv, no step breakdown")
+        return
+    table, rows = read
+    present = [n for n in columns.STEP_COMPONENTS if table.has(n)]
+    known = {(s["step"], s.get("device")) for s in rank_summary.steps}
+    for row in rows:
+        step_text, device = row[0], number(row[1])
+        step = int(number(step_text)) if number(step_text) is not None else None
+        values = {name: number(row[2 + columns.STEP_COMPONENTS.index(name)]) for name in present}
+        entry = {"step": step, "device": int(device) if device is not None else None, **values}
+        parts = [values.get(p) for p in columns.STEP_PARTS]
+        entry["step_time"] = sum(parts) if None not in parts else None
+        key = (step, entry["device"])
+        if key in known:
+            rank_summary.steps = [s for s in rank_summary.steps
+                                  if (s["step"], s.get("device")) != key]
+        rank_summary.steps.append(entry)
+
+
+def _kernels(rank_summary, path):
+    if not os.path.isfile(path):
+        return
+    raw = {}  # keyed by the row's own (name, type) tuple: no per-row strip or tuple building
+    for row in CsvTable(path, columns.KERNEL_SUMMARY).rows():
+        try:
+            value = float(row[2])  # float() itself ignores the TAB some CANN versions append
+        except ValueError:
+            continue  # N/A
+        key = row[:2]
+        total = raw.get(key)
+        if total is None:
+            raw[key] = [value, 1]
+        else:
+            total[0] += value
+            total[1] += 1
+    kernels = {}  # merged into the rank only once the whole file has been read
+    for (name, kind), (total_us, count) in raw.items():
+        key = (name.strip(), kind.strip() if kind is not None else None)
+        item = kernels.get(key)
+        if item is None:
+            item = kernels[key] = Item(key[0], key[1])
+        item.total_us += total_us
+        item.count += count
+    _merge_into(rank_summary.kernels, kernels)
+
+
+def _merge_into(target, items):
+    for key, item in items.items():
+        agg = target.get(key)
+        if agg is None:
+            target[key] = item
+        else:
+            agg.total_us += item.total_us
+            agg.count += item.count
+
+
+def _op_types(rank_summary, path):
+    if not os.path.isfile(path):
+        if rank_summary.kernels and rank_summary.op_types_source is None:
+            rank_summary.op_types_source = "kernel_details.csv (no op_statistic.csv)"
+            for item in rank_summary.kernels.values():
+                if item.kind and item.kind != "N/A":
+                    agg = rank_summary.op_types.setdefault((item.kind, None), Item(item.kind))
+                    agg.total_us += item.total_us
+                    agg.count += item.count
+        return
+    types = {}
+    for op_type, core, count, total, *_ in CsvTable(path, columns.OP_STATISTIC).rows():
+        total_us, calls = number(total), number(count)
+        if total_us is None:
+            continue
+        key = (op_type.strip(), core.strip() if core is not None else None)
+        item = types.get(key)
+        if item is None:
+            item = types[key] = Item(key[0], key[1])
+        item.total_us += total_us
+        item.count += int(calls or 0)
+    if rank_summary.op_types_source != "op_statistic.csv":
+        rank_summary.op_types.clear()  # real statistics replace any kernel-derived ones
+    rank_summary.op_types_source = "op_statistic.csv"
+    _merge_into(rank_summary.op_types, types)
+
+
+def _torch(run, rank_summary):
+    try:
+        trace = torchtrace.summarize_trace(run.path)
+    except (CorruptFile, OSError, ValueError, RecursionError, EOFError) as exc:
+        rank_summary.notes.append(f"{run.rel} skipped: {exc}")
+        return
+    rank_summary.backend = rank_summary.backend or "torch"
+    rank_summary.sources.append(run.rel)
+    known = {s["step"] for s in rank_summary.steps}
+    for step, dur in sorted(trace.steps.items()):
+        if step in known:
+            rank_summary.steps = [s for s in rank_summary.steps if s["step"] != step]
+        rank_summary.steps.append({"step": step, "device": None, "step_time": dur})
+    if not trace.steps:
+        rank_summary.notes.append(f"{run.rel}: no ProfilerStep#N events, no step times")
+    for name, (self_us, count, category) in trace.ops.items():
+        item = rank_summary.ops.get(name)
+        if item is None:
+            item = rank_summary.ops[name] = Item(name, category)
+        item.total_us += self_us
+        item.count += count
+
+
+def top_items(items, n):
+    """(the n largest by total, the total over all items)."""
+    values = list(items.values()) if isinstance(items, dict) else list(items)
+    whole = sum(i.total_us for i in values)
+    return sorted(values, key=lambda i: (-i.total_us, i.name))[:n], whole
+
+
+def merge(rank_summaries, attribute):
+    merged = {}
+    for rank_summary in rank_summaries:
+        _merge_into(merged, {k: Item(i.name, i.kind, i.total_us, i.count)
+                             for k, i in getattr(rank_summary, attribute).items()})
+    return merged
+
+
+def slow_ranks(rank_summaries):
+    """Ranks by mean step time, slowest first, with what sets each apart from the median."""
+    timed = [(r, r.breakdown()) for r in rank_summaries if r.step_time is not None]
+    if not timed:
+        return []
+    median = statistics.median(b["step_time"] for _, b in timed)
+    medians = {k: statistics.median(b[k] for _, b in timed if k in b)
+               for k in EXPLAINING if any(k in b for _, b in timed)}
+    result = []
+    for rank_summary, breakdown in sorted(timed, key=lambda t: (-t[1]["step_time"], t[0].rank)):
+        deviation = breakdown["step_time"] - median
+        deltas = {k: breakdown[k] - medians[k] for k in medians if k in breakdown}
+        cause = max(deltas, key=deltas.get) if deltas and deviation > 0 else None
+        result.append({
+            "rank": rank_summary.rank, "step_time_us": breakdown["step_time"],
+            "deviation_us": deviation,
+            "deviation_pct": 100.0 * deviation / median if median else 0.0,
+            "explained_by": cause if cause and deltas[cause] > 0 else None,
+            "component_deltas_us": deltas,
+        })
+    return result

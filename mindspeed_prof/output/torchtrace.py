@@ -1,0 +1,94 @@
+"""Step durations and operator self times from a torch chrome trace (``*.pt.trace.json``).
+
+Self time is an event's duration minus that of its direct children: the complete (``X``)
+events of one thread nest like a call tree. Traces list events in no guaranteed order
+(torch_npu writes children first, kineto mostly parents first), so each thread's events are
+kept in compact arrays (24 bytes each, not Python dicts) and sorted once at the end.
+"""
+
+from array import array
+from dataclasses import dataclass, field
+
+from . import jsonstream
+from .tracescan import STEP_PREFIX, step_number, to_float
+
+# Annotations and Python frames wrap operators; they are kept as parents but are not operators.
+NOT_OPERATORS = ("python_function", "Trace", "user_annotation", "gpu_user_annotation")
+# Rounding in float timestamps: a child may seem to end this much after its parent.
+NESTING_SLACK_US = 0.01
+
+
+@dataclass
+class TraceSummary:
+    events: int = 0
+    steps: dict = field(default_factory=dict)  # N -> duration (us)
+    ops: dict = field(default_factory=dict)  # name -> [self_us, count, category]
+
+
+class _Thread:
+    __slots__ = ("ts", "dur", "name")
+
+    def __init__(self):
+        self.ts, self.dur, self.name = array("d"), array("d"), array("l")
+
+
+def summarize_trace(path):
+    """Read the whole trace (streamed); raises ``CorruptFile`` if it is not a complete trace."""
+    summary = TraceSummary()
+    threads, ids, names, cats = {}, {}, [], []
+    for batch in jsonstream.iter_event_batches(path):
+        summary.events += len(batch)
+        for event in batch:
+            if not isinstance(event, dict) or event.get("ph") != "X":
+                continue
+            name = event.get("name")
+            ts, dur = to_float(event.get("ts")), to_float(event.get("dur"))
+            if not isinstance(name, str) or ts is None or dur is None or dur < 0:
+                continue
+            if name.startswith(STEP_PREFIX):
+                number = step_number(name)
+                if number is not None and not str(event.get("cat", "")).startswith("gpu"):
+                    summary.steps.setdefault(number, dur)
+            key = (event.get("pid"), event.get("tid"))
+            thread = threads.get(key)
+            if thread is None:
+                thread = threads[key] = _Thread()
+            name_id = ids.get(name)
+            if name_id is None:
+                name_id = ids[name] = len(names)
+                names.append(name)
+                cats.append(str(event.get("cat", "")))
+            thread.ts.append(ts)
+            thread.dur.append(dur)
+            thread.name.append(name_id)
+    totals = array("d", bytes(8 * len(names)))
+    counts = array("l", bytes(array("l").itemsize * len(names)))
+    for thread in threads.values():
+        _self_times(thread, totals, counts)
+    for name_id, name in enumerate(names):
+        if name.startswith(STEP_PREFIX) or cats[name_id] in NOT_OPERATORS:
+            continue
+        summary.ops[name] = [totals[name_id], counts[name_id], cats[name_id]]
+    return summary
+
+
+def _self_times(thread, totals, counts):
+    ts, dur, name = thread.ts, thread.dur, thread.name
+    order = sorted(range(len(ts)), key=dur.__getitem__, reverse=True)
+    order.sort(key=ts.__getitem__)  # stable: at equal start the longer event is the parent
+    children = array("d", bytes(8 * len(ts)))
+    stack = []  # (end, index) of the open ancestors
+    for i in order:
+        start, end = ts[i], ts[i] + dur[i]
+        while stack and stack[-1][0] <= start + NESTING_SLACK_US:
+            _close(stack.pop()[1], dur, children, name, totals, counts)
+        if stack and end <= stack[-1][0] + NESTING_SLACK_US:
+            children[stack[-1][1]] += dur[i]
+        stack.append((end, i))
+    while stack:
+        _close(stack.pop()[1], dur, children, name, totals, counts)
+
+
+def _close(i, dur, children, name, totals, counts):
+    totals[name[i]] += max(dur[i] - children[i], 0.0)
+    counts[name[i]] += 1
