@@ -11,7 +11,7 @@ import sys
 
 from mindspeed_prof import log
 from mindspeed_prof.arguments import profile_tokens_present
-from mindspeed_prof.patches import import_hooks
+from mindspeed_prof.patches import import_hooks, sigterm
 from mindspeed_prof.patches.megatron_args import (PARSE_ARGS, VALIDATE_ARGS,
                                                   mindspeed_prof_parse_args_wrapper,
                                                   mindspeed_prof_validate_args_wrapper)
@@ -40,8 +40,10 @@ def activate(argv=None, by="launcher"):
 
 
 def _patch_arguments(module):
-    registry.register(PARSE_ARGS, mindspeed_prof_parse_args_wrapper)
-    registry.register(VALIDATE_ARGS, mindspeed_prof_validate_args_wrapper)
+    # Beside MindSpeed's manager: this runs from an import hook, possibly inside its apply loop.
+    # MindSpeed then takes our wrapped function as the original and wraps it in turn.
+    registry.register(PARSE_ARGS, mindspeed_prof_parse_args_wrapper, through_mindspeed=False)
+    registry.register(VALIDATE_ARGS, mindspeed_prof_validate_args_wrapper, through_mindspeed=False)
     registry.ensure()
 
 
@@ -72,6 +74,7 @@ def _warn_if_not_connected():
 def deactivate():
     """Undo every patch and forget the activation (tests, MindSpeed's repatch)."""
     registry.undo()
+    sigterm.uninstall()
     import_hooks.forget_all()
     try:
         atexit.unregister(_warn_if_not_connected)

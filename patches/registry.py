@@ -53,7 +53,7 @@ def _rebind(attr, old, new, skip_module=None):
 
 
 class Patch:
-    def __init__(self, target, decorator):
+    def __init__(self, target, decorator, through_mindspeed=True):
         if not decorator.__name__.endswith("_wrapper"):
             raise ValueError(f"{decorator.__name__}: patch decorators end in '_wrapper' so that "
                              f"MindSpeed's patch manager stacks them instead of replacing")
@@ -64,6 +64,7 @@ class Patch:
         self.installed = None
         self.places = []
         self.via_mindspeed = False
+        self.through_mindspeed = through_mindspeed
 
     def wrap(self, func):
         wrapped = self.decorator(func)
@@ -81,10 +82,13 @@ class PatchRegistry:
     def __init__(self):
         self.patches = {}
 
-    def register(self, target, decorator):
+    def register(self, target, decorator, through_mindspeed=True):
+        """``through_mindspeed=False`` patches beside MindSpeed's manager even when it is active:
+        for patches applied from an import hook, which may fire inside MindSpeed's own
+        ``apply_patches`` loop (registering there would change the dict it iterates)."""
         patch = self.patches.get(target)
         if patch is None or patch.decorator is not decorator:
-            self.patches[target] = Patch(target, decorator)
+            self.patches[target] = Patch(target, decorator, through_mindspeed)
         return self.patches[target]
 
     def apply(self, target=None):
@@ -114,7 +118,7 @@ class PatchRegistry:
         current = getattr(module, attr)
         if in_chain(current, patch.marker):
             return
-        manager = _mindspeed_manager()
+        manager = _mindspeed_manager() if patch.through_mindspeed else None
         if manager is not None:
             if getattr(patch, "mindspeed_wrapper", None) is None:
                 patch.mindspeed_wrapper = _named_wrapper(patch)

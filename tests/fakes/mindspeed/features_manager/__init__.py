@@ -4,6 +4,7 @@ from .feature import MindSpeedFeature
 
 
 class MindSpeedFeaturesManager:
+    # Built when this module is imported, as MindSpeed's create_features_list() does.
     FEATURES_LIST = []
 
     @classmethod
@@ -24,3 +25,11 @@ class MindSpeedFeaturesManager:
 
 
 __all__ = ["MindSpeedFeature", "MindSpeedFeaturesManager"]
+
+
+def _default_features():
+    from .profile import ProfileFeature
+    return [ProfileFeature()]
+
+
+MindSpeedFeaturesManager.FEATURES_LIST.extend(_default_features())
