@@ -63,7 +63,9 @@ def _warn_if_not_connected():
     # process that imported Megatron was meant to train.
     training = state.activated_by != "autoload" or any(
         name in sys.modules for name in ("megatron.training", "megatron.core"))
-    if wanted and training and not state.train_hooked and not state.usage_error:
+    # A process dying of an exception before training says so itself (sys.last_value is set).
+    crashed = getattr(sys, "last_value", None) is not None
+    if wanted and training and not crashed and not state.train_hooked and not state.usage_error:
         log.error("--profile was given, but no Megatron training loop ran under mindspeed_prof's "
                   "hooks, so nothing was profiled. The chain was not connected: run the script "
                   "with `python -m mindspeed_prof.launch` (or torchrun ... -m "

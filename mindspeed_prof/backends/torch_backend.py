@@ -30,7 +30,9 @@ def ignored_flags(config):
 
 def _activities():
     activities = [torch.profiler.ProfilerActivity.CPU]
-    if torch.cuda.is_available() and torch.cuda.device_count() > 0:
+    # A CPU build of torch cannot trace CUDA even when a shim makes torch.cuda look available.
+    gpu_build = torch.version.cuda is not None or getattr(torch.version, "hip", None) is not None
+    if gpu_build and torch.cuda.is_available() and torch.cuda.device_count() > 0:
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     return activities
 
