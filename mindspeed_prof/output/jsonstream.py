@@ -13,7 +13,6 @@ can never form a valid array (a bracket or a quote stays open), so a failed piec
 
 import gzip
 import json
-import re
 
 from .errors import CorruptFile
 
@@ -89,7 +88,7 @@ class _Source:
                 obj, end = _raw_decode(text)
             except json.JSONDecodeError as exc:
                 if self.eof or len(self.buf) - self.pos > MAX_EVENT_BYTES:
-                    raise CorruptFile(_describe(exc, self, text)) from None
+                    raise CorruptFile(_describe_at(exc, self, text)) from None
                 self.fill(len(self.buf) - self.pos + self._chunk)
                 continue
             if end >= len(text) and not self.eof:  # a number may go on in the next chunk
@@ -97,13 +96,6 @@ class _Source:
                 continue
             self.pos += len(text[:end].encode("utf-8"))
             return obj
-
-
-def _describe(exc, src, text):
-    where = src.base + src.pos + len(text[:exc.pos].encode("utf-8"))
-    if src.eof and _maybe_cut(exc, text):
-        return f"truncated JSON: the file ends inside a value (byte {where})"
-    return f"invalid JSON at byte {where}: {exc.msg}"
 
 
 def _maybe_cut(exc, text):
@@ -279,7 +271,7 @@ def _one_by_one(text, src, cut_at_end=False):
 def _describe_at(exc, src, text):
     where = _byte_at(src, text, exc.pos)
     if src.eof and _maybe_cut(exc, text):
-        return f"truncated JSON: the file ends inside an event (byte {where})"
+        return f"truncated JSON: the file ends inside a value (byte {where})"
     return f"invalid JSON at byte {where}: {exc.msg}"
 
 

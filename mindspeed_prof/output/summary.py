@@ -7,6 +7,7 @@ cluster_step_trace_time.csv on the same input. Step time is Computing + Communic
 Overlapped) + Free: those three cover the step without overlap.
 """
 
+import math
 import os
 import statistics
 from dataclasses import dataclass, field
@@ -162,6 +163,8 @@ def _kernels(rank_summary, path):
             value = float(row[2])  # float() itself ignores the TAB some CANN versions append
         except ValueError:
             continue  # N/A
+        if not math.isfinite(value):
+            continue
         key = row[:2]
         total = raw.get(key)
         if total is None:

@@ -27,7 +27,8 @@ class TraceScan:
 
     def npu_processes(self):
         return sorted({name for pid, name in self.processes.items()
-                       if name == "Ascend Hardware" or str(self.labels.get(pid, "")).startswith("NPU")})
+                       if name == "Ascend Hardware"
+                       or str(self.labels.get(pid, "")).startswith("NPU")})
 
     def take(self, event):
         if not isinstance(event, dict):
@@ -45,7 +46,8 @@ class TraceScan:
             number = step_number(name)
             # torch on CUDA repeats each step as a gpu_user_annotation; the host one is the step
             if number is not None and not str(event.get("cat", "")).startswith("gpu"):
-                self.steps.setdefault(number, (to_float(event.get("ts")), to_float(event.get("dur"))))
+                self.steps.setdefault(number, (to_float(event.get("ts")),
+                                               to_float(event.get("dur"))))
 
 
 def step_number(name):
@@ -67,7 +69,8 @@ class _Validator:
         self._db = None
         try:
             db = sqlite3.connect(":memory:")
-            if db.execute("select json_valid('[1]'), json_array_length('[1,2]')").fetchone() == (1, 2):
+            probe = "select json_valid('[1]'), json_array_length('[1,2]')"
+            if db.execute(probe).fetchone() == (1, 2):
                 self._db = db
         except sqlite3.Error:
             pass

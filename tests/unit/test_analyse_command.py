@@ -121,9 +121,9 @@ def test_fake_torch_npu_offline_capture_is_parsed_end_to_end(tmp_path):
     """)
     fakes = os.path.join(TESTS, "fakes")
     env = {"FAKE_TORCH_NPU_VERSION": "2.14.0", "RANK": "0"}
+    path = f"{fakes}{os.pathsep}{REPO}"
     recorded = subprocess.run([sys.executable, "-c", record], capture_output=True, text=True,
-                              timeout=300, cwd=REPO, env={**os.environ, **env,
-                                                          "PYTHONPATH": f"{fakes}{os.pathsep}{REPO}"})
+                              timeout=300, cwd=REPO, env={**os.environ, **env, "PYTHONPATH": path})
     assert recorded.returncode == 0, recorded.stderr[-3000:]
     before = run_cli(["check", str(prof), "--json"], pythonpath=[fakes], env_extra=env)
     assert before.returncode == 1

@@ -33,11 +33,13 @@ def rank_of(report, rank):
 
 
 def problems(rank_entry):
-    return " | ".join(rank_entry["problems"] + [p for r in rank_entry["runs"] for p in r["problems"]])
+    return " | ".join(rank_entry["problems"]
+                      + [p for r in rank_entry["runs"] for p in r["problems"]])
 
 
 def warnings(rank_entry):
-    return " | ".join(rank_entry["warnings"] + [w for r in rank_entry["runs"] for w in r["warnings"]])
+    return " | ".join(rank_entry["warnings"]
+                      + [w for r in rank_entry["runs"] for w in r["warnings"]])
 
 
 def test_two_real_ranks_are_valid_and_exit_zero(tmp_path, capsys):
@@ -94,7 +96,8 @@ def test_memory_files_are_expected_only_with_profile_memory(tmp_path, capsys):
     code, report = check_json(capsys, tmp_path)
     assert code == 1 and "memory_record.csv (--profile-with-memory" in problems(rank_of(report, 0))
     shutil.rmtree(path)
-    path = samples.npu_capture(tmp_path, 0, info_changes={"common_config": {"profile_memory": False}})
+    path = samples.npu_capture(tmp_path, 0,
+                               info_changes={"common_config": {"profile_memory": False}})
     os.remove(os.path.join(path, OUT, "memory_record.csv"))
     assert check_json(capsys, tmp_path)[0] == 0
 
@@ -115,7 +118,8 @@ def test_record_shapes_needs_the_input_shapes_column(tmp_path, capsys):
      "no column 'Computing'"),
     ("trace_view.json", lambda p: corrupt.truncate(p, 0.5), "truncated JSON"),
     ("trace_view.json", corrupt.zero_bytes, "empty file"),
-    ("communication.json", lambda p: corrupt.truncate(p, 0.5), "ASCEND_PROFILER_OUTPUT/communication.json"),
+    ("communication.json", lambda p: corrupt.truncate(p, 0.5),
+     "ASCEND_PROFILER_OUTPUT/communication.json"),
 ])
 def test_damaged_files_make_the_rank_corrupt_with_the_file_and_reason(tmp_path, capsys, name,
                                                                        damage, reason):
@@ -369,3 +373,20 @@ def test_odd_manifest_and_profiler_info_contents_give_verdicts(pristine, tmp_pat
     code, out, err = check(capsys, root, "--json")
     assert code in (0, 1) and "Traceback" not in err
     assert all(r["verdict"] in VERDICTS for r in json.loads(out)["ranks"])
+
+
+def test_one_capture_folder_can_be_checked_by_itself(tmp_path, capsys):
+    path = samples.npu_capture(tmp_path, 1)
+    code, report = check_json(capsys, path)
+    assert code == 0 and rank_of(report, 1)["runs"][0]["path"] == samples.run_name(1)
+
+
+def test_gzipped_torch_trace_is_read(tmp_path, capsys):
+    import gzip
+
+    path = torch_trace(tmp_path, rank=2, start=1, end=3)
+    with open(path, "rb") as src, gzip.open(path + ".gz", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    os.remove(path)
+    code, report = check_json(capsys, tmp_path)
+    assert code == 0 and rank_of(report, 2)["runs"][0]["steps"] == [1, 2]

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mindspeed_prof.output import columns, csvtable
+from mindspeed_prof.output import columns, csvrows
 from mindspeed_prof.output.csvtable import Column, CsvTable, number
 from mindspeed_prof.output.errors import CorruptFile
 from output_fixtures import corrupt, samples
@@ -124,7 +124,8 @@ _cell = st.text(alphabet=st.characters(blacklist_categories=("Cs",),
                                        blacklist_characters="\x00\r"), max_size=8)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(st.lists(_cell, min_size=4, max_size=4), min_size=1, max_size=30),
        chunk=st.integers(8, 200), terminator=st.sampled_from(["\r\n", "\n"]))
 def test_any_table_csv_writes_reads_back_unchanged(tmp_path, monkeypatch, rows, chunk, terminator):
@@ -134,7 +135,7 @@ def test_any_table_csv_writes_reads_back_unchanged(tmp_path, monkeypatch, rows, 
     writer.writerows(rows)
     path = tmp_path / "t.csv"
     path.write_bytes(out.getvalue().encode("utf-8"))
-    monkeypatch.setattr(csvtable, "CHUNK_BYTES", chunk)
+    monkeypatch.setattr(csvrows, "CHUNK_BYTES", chunk)
     spec = [Column("D"), Column("B"), Column("Z", required=False)]
     table = CsvTable(path, spec)
     with open(path, newline="", encoding="utf-8") as handle:

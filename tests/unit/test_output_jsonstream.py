@@ -137,7 +137,8 @@ _events = st.lists(st.fixed_dictionaries({
 }), max_size=40)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(events=_events, chunk=st.integers(16, 300), indent=st.sampled_from([None, 1]),
        wrapped=st.booleans())
 def test_any_event_list_streams_back_unchanged(tmp_path, events, chunk, indent, wrapped):
