@@ -9,6 +9,8 @@ GPU captures (see README); the live check during a window is what actually bound
 import os
 import shutil
 
+from .errors import ConfigError
+
 MB = 1_000_000
 GB = 1_000_000_000
 
@@ -80,3 +82,45 @@ def _size(path):
         return os.path.getsize(path)
     except OSError:
         return 0
+
+
+class RankBudget:
+    """One rank's view of ``--profile-max-gb``: its equal share of the job's budget."""
+
+    def __init__(self, config, backend, selected_ranks):
+        self.config, self.backend = config, backend
+        self.selected = max(1, len(selected_ranks))
+        self.limit_gb = config.profile_max_gb
+
+    @property
+    def share(self):
+        return self.limit_gb * GB / self.selected
+
+    def check_start(self, plans, save_path, ranks_on_node):
+        """ConfigError when the planned windows cannot fit the budget or the free space."""
+        iterations = sum(p.active for p in plans if p.end is not None)
+        if not iterations:
+            return
+        total, reasoning = estimate(self.config, self.backend, iterations=iterations,
+                                    ranks=self.selected)
+        if self.limit_gb is not None and total > self.limit_gb * GB:
+            raise ConfigError(f"--profile-max-gb {self.limit_gb:g} is below the estimated output: "
+                              f"{reasoning}; profile fewer iterations or ranks, lower the level, "
+                              f"or raise --profile-max-gb.")
+        on_node = estimate(self.config, self.backend, iterations=iterations,
+                           ranks=ranks_on_node)[0]
+        free = free_bytes(save_path)
+        if on_node > free:
+            raise ConfigError(f"--profile-save-path {save_path} has {free / GB:.1f} GB free but "
+                              f"this node's profiled ranks need about {on_node / GB:.1f} GB "
+                              f"({reasoning}); free space or choose another --profile-save-path.")
+
+    def allows(self, schedule, used):
+        """May a window of ``schedule`` start when this rank has already written ``used`` bytes?"""
+        if self.limit_gb is None or schedule.end is None:
+            return True
+        need = estimate(self.config, self.backend, iterations=schedule.active, ranks=1)[0]
+        return used + need <= self.share
+
+    def crossed(self, used):
+        return self.limit_gb is not None and used > self.share

@@ -17,13 +17,12 @@ when a window (or its warm-up iteration) arrives and is stopped right after it. 
 import os
 import threading
 
-from . import backends, budget, layout, log, ranks
+from . import backends, budget, layout, log, ranks, trigger
 from .environment import versions
 from .errors import ConfigError
 from .exits import FlushOnExit
-from .manifest import Manifest
-from .trigger import TriggerWatcher
-from .window import StepSchedule, plan_windows
+from .manifest import Manifest, overall_status
+from .window import StepSchedule, last_iteration, plan_windows
 
 
 def _nothing(iteration):
@@ -61,7 +60,7 @@ class ProfilerManager:
         self._lock = threading.Lock()
         self._flush = FlushOnExit(self.close)
         self._watcher = None
-        self._busy_until = 0  # rank 0: last iteration of the accepted trigger request
+        self._budget = None
         try:
             self.selected_ranks = (ranks.resolve(config.profile_ranks, world_size, layout_of)
                                    if config.profile else [])
@@ -79,7 +78,7 @@ class ProfilerManager:
 
     def arm(self, *, first_iteration=1, train_iters=None, exit_interval=None):
         """Check the windows, the save path and the disk budget before the first step."""
-        self._train_end = _last_iteration(first_iteration, train_iters, exit_interval)
+        self._train_end = last_iteration(first_iteration, train_iters, exit_interval)
         try:
             if self.config.profile:
                 self._plans = plan_windows(self.config, first_iteration=first_iteration,
@@ -87,7 +86,10 @@ class ProfilerManager:
                 self._announce()
             if self.active:
                 self._prepare_save_path()
-                self._check_budget()
+                self._budget = budget.RankBudget(self.config, self.backend_name,
+                                                 self.selected_ranks)
+                self._budget.check_start(self._plans, self.save_path,
+                                         self._selected_on_this_node())
         except BaseException:
             self._release()
             raise
@@ -98,7 +100,7 @@ class ProfilerManager:
         if self.active:
             self._create_manifest(first_iteration, train_iters)
         if self.polling:
-            self._watcher = TriggerWatcher(self.config.profile_trigger_file,
+            self._watcher = trigger.TriggerWatcher(self.config.profile_trigger_file,
                                            poll=self.config.profile_trigger_poll, rank=self.rank,
                                            world_size=self.world_size, report=self.report)
             self._watcher.set_state("armed")
@@ -142,26 +144,6 @@ class ProfilerManager:
         except OSError as exc:
             raise ConfigError(f"--profile-save-path {path} is not writable on rank {self.rank} "
                               f"({exc.strerror or exc}); choose a writable directory.") from None
-
-    def _check_budget(self):
-        limit = self.config.profile_max_gb
-        iterations = sum(p.active for p in self._plans if p.end is not None)
-        if not iterations:
-            return
-        total, reasoning = budget.estimate(self.config, self.backend_name, iterations=iterations,
-                                           ranks=len(self.selected_ranks))
-        if limit is not None and total > limit * budget.GB:
-            raise ConfigError(f"--profile-max-gb {limit:g} is below the estimated output: "
-                              f"{reasoning}; profile fewer iterations or ranks, lower the level, "
-                              f"or raise --profile-max-gb.")
-        on_node = budget.estimate(self.config, self.backend_name, iterations=iterations,
-                                  ranks=self._selected_on_this_node())[0]
-        free = budget.free_bytes(self.save_path)
-        if on_node > free:
-            raise ConfigError(f"--profile-save-path {self.save_path} has {free / budget.GB:.1f} GB "
-                              f"free but this node's profiled ranks need about "
-                              f"{on_node / budget.GB:.1f} GB ({reasoning}); free space or "
-                              f"choose another --profile-save-path.")
 
     def _selected_on_this_node(self):
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", 0) or 0)
@@ -257,7 +239,7 @@ class ProfilerManager:
         end = self.schedule.end
         if end is not None and iteration + 1 >= end:
             self._finish_window()
-        elif self.config.profile_max_gb is not None and executed:
+        elif self._budget is not None and self._budget.limit_gb is not None and executed:
             self._stop_if_over_budget()
 
     def _finish_window(self):
@@ -279,39 +261,23 @@ class ProfilerManager:
             for path in new:
                 log.info(f"wrote {path}", rank=self.rank)
             self.manifest.add_files(new, window)
-            if backend.failed:
-                status = "failed"
-            elif self.config.profile_analyse == "offline" and backend.name == "npu":
-                status = "unparsed"  # as asked: raw data now, `mindspeed-prof analyse` later
-            elif not backend.saved.is_set() or backend.pending_note():
-                status = "parsing"
-            elif not backend.outputs():
-                status = "incomplete"
-            else:
-                status = "complete"
-            window["status"] = status
-            self.manifest.set_status(_overall(self.manifest.data["windows"]))
+            window["status"] = status = backend.status()
+            self.manifest.set_status(overall_status(self.manifest.data["windows"]))
             if self._watcher is not None and self._state != "running":
-                self._watcher.set_state({"complete": "done", "unparsed": "done",
-                                         "incomplete": "failed"}.get(status, status),
+                self._watcher.set_state(trigger.STATE_OF_STATUS.get(status, status),
                                         window=[window["start"], window["end"]])
 
     # -- budget -------------------------------------------------------------------------------
 
-    def _rank_share(self):
-        return self.config.profile_max_gb * budget.GB / max(1, len(self.selected_ranks))
-
     def _used(self):
-        files = self.manifest.data["files"] if self.manifest else []
-        base = os.path.dirname(self.manifest.path) if self.manifest else self.save_path
-        return budget.used_bytes([os.path.join(base, f) for f in files])
+        """Bytes this rank's finished windows wrote (the manifest lists them)."""
+        if self.manifest is None:
+            return 0
+        base = os.path.dirname(self.manifest.path)
+        return budget.used_bytes([os.path.join(base, f) for f in self.manifest.data["files"]])
 
     def _budget_allows(self, schedule):
-        if self.config.profile_max_gb is None or schedule.end is None:
-            return True
-        need = budget.estimate(self.config, self.backend_name, iterations=schedule.active,
-                               ranks=1)[0]
-        if self._used() + need <= self._rank_share():
+        if self._budget is None or self._budget.allows(schedule, self._used()):
             return True
         self.report("warning", "budget", f"skipping iterations {schedule.start}-"
                                          f"{schedule.end - 1} and later windows: this rank's "
@@ -320,8 +286,7 @@ class ProfilerManager:
         return False
 
     def _stop_if_over_budget(self):
-        running = budget.used_bytes(self._backend.outputs())
-        if self._used() + running <= self._rank_share():
+        if not self._budget.crossed(self._used() + budget.used_bytes(self._backend.outputs())):
             return
         self.report("warning", "budget", f"stopping the window early after iteration "
                                          f"{self._window['iterations_recorded'][-1]}: this rank's "
@@ -330,7 +295,6 @@ class ProfilerManager:
         self._window["stopped_early"] = "--profile-max-gb"
         self._plans = []
         self._finish_window()
-        self._state = "armed" if self._watcher else "done"
 
     # -- on-demand trigger --------------------------------------------------------------------
 
@@ -338,10 +302,8 @@ class ProfilerManager:
         request = self._watcher.check(iteration)  # every rank, same iteration: one broadcast
         if request is None:
             return
-        last = iteration + request["steps"]
-        if self._train_end is not None:
-            last = min(last, self._train_end)
-        if last <= iteration or self._state == "running":
+        window = trigger.window_for(request, iteration, self._train_end)
+        if window is None or self._state == "running":
             if self.rank == 0:
                 self.report("warning", "trigger", f"request {request['id']} ignored at iteration "
                                                   f"{iteration}: a window is still running or "
@@ -351,12 +313,12 @@ class ProfilerManager:
                                 self._layout_of) if request["ranks"] else self.selected_ranks)
         if self.rank == 0:
             log.info(f"trigger {request['id']}: profiling rank(s) {_short(chosen)} at iterations "
-                     f"{iteration + 1}-{last}")
-        if self.rank not in chosen:
-            return
-        # Warm up on the iteration about to run; record the next `steps` ones.
-        self.schedule = StepSchedule(skip_first=iteration, warmup=1, active=last - iteration)
-        self._state = "armed"
+                     f"{window[0]}-{window[1]}")
+        if self.rank in chosen:
+            # Warm up on the iteration about to run; record the requested ones after it.
+            self.schedule = StepSchedule(skip_first=iteration, warmup=1,
+                                         active=window[1] - iteration)
+            self._state = "armed"
 
     # -- reporting ----------------------------------------------------------------------------
 
@@ -438,26 +400,6 @@ class ProfilerManager:
         with ProfilerManager._live_lock:
             if ProfilerManager._live is self:
                 ProfilerManager._live = None
-
-
-_SEVERITY = ("failed", "incomplete", "parsing", "running", "unparsed", "complete")
-
-
-def _overall(windows):
-    """A rank's status across its windows: the most serious one."""
-    statuses = {w.get("status") for w in windows} or {"armed"}
-    for status in _SEVERITY:
-        if status in statuses:
-            return status
-    return "armed"
-
-
-def _last_iteration(first_iteration, train_iters, exit_interval):
-    from .window import last_iteration_before_exit
-    exit_at = last_iteration_before_exit(first_iteration, exit_interval)
-    if train_iters is None:
-        return exit_at
-    return train_iters if exit_at is None else min(train_iters, exit_at)
 
 
 def _short(selected):

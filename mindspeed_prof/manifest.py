@@ -126,3 +126,15 @@ def read_manifest(path):
 
 def _now():
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime())
+
+
+_SEVERITY = ("failed", "incomplete", "parsing", "running", "unparsed", "complete")
+
+
+def overall_status(windows):
+    """A rank's status across its windows: the most serious one."""
+    statuses = {w.get("status") for w in windows}
+    for status in _SEVERITY:
+        if status in statuses:
+            return status
+    return "armed"

@@ -17,6 +17,8 @@ import time
 import uuid
 
 STATES = ("armed", "running", "parsing", "done", "failed", "idle")
+# A window's manifest status, as the trigger status file says it.
+STATE_OF_STATUS = {"complete": "done", "unparsed": "done", "incomplete": "failed"}
 
 
 def status_dir(path):
@@ -122,6 +124,15 @@ class TriggerWatcher:
             write_json_atomic(os.path.join(status_dir(self.path), f"rank{self.rank}.json"), data)
         except OSError as exc:
             self.report("warning", "trigger", f"cannot write the status file: {exc}")
+
+
+def window_for(request, iteration, last_iteration):
+    """The inclusive (first, last) iterations a request received at ``iteration`` profiles: the
+    next ``steps`` ones, cut at the end of training; None when none is left."""
+    last = iteration + request["steps"]
+    if last_iteration is not None:
+        last = min(last, last_iteration)
+    return (iteration + 1, last) if last > iteration else None
 
 
 def _collective_device(dist):

@@ -60,6 +60,14 @@ def last_iteration_before_exit(first_iteration, exit_interval):
     return -(-first_iteration // exit_interval) * exit_interval
 
 
+def last_iteration(first_iteration, train_iters, exit_interval):
+    """The last iteration the run executes: ``--train-iters`` or an earlier ``--exit-interval``."""
+    exit_at = last_iteration_before_exit(first_iteration, exit_interval)
+    if train_iters is None:
+        return exit_at
+    return train_iters if exit_at is None else min(train_iters, exit_at)
+
+
 def plan_window(*, start: int, end: int, first_iteration: int = 1,
                 train_iters: Optional[int] = None, exit_interval: Optional[int] = None,
                 ) -> StepSchedule:
@@ -81,10 +89,7 @@ def plan_window(*, start: int, end: int, first_iteration: int = 1,
                    if first_iteration > 1 else "iterations start at 1")
         raise ConfigError(f"--profile-step-start {start} has already passed: {resumed}; "
                           f"use --profile-step-start {first_iteration} or later.")
-    last = train_iters
-    exit_at = last_iteration_before_exit(first_iteration, exit_interval)
-    if exit_at is not None and (last is None or exit_at < last):
-        last = exit_at
+    last = last_iteration(first_iteration, train_iters, exit_interval)
     limit = ("--train-iters" if last == train_iters else "--exit-interval")
     if last is not None:
         if first_iteration > last:
@@ -155,10 +160,7 @@ def plan_windows(config, *, first_iteration=1, train_iters=None, exit_interval=N
     """Every window's schedule, checked like ``plan_window``. Repeated windows stop at the last
     one that fits in training; the first must fit, or the run is refused."""
     plans, previous_end = [], None
-    last = train_iters
-    exit_at = last_iteration_before_exit(first_iteration, exit_interval)
-    if exit_at is not None and (last is None or exit_at < last):
-        last = exit_at
+    last = last_iteration(first_iteration, train_iters, exit_interval)
     for start, end in windows_of(config):
         if config.profile_every and start < first_iteration:
             continue  # a resumed run: repeated windows before the checkpoint are history

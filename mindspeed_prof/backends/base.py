@@ -57,6 +57,16 @@ class Backend:
         """Why the data may not be final yet (async parse), or None."""
         return None
 
+    def status(self):
+        """This window's manifest status, judged from what the backend knows now."""
+        if self.failed:
+            return "failed"
+        if self.config.profile_analyse == "offline" and self.name == "npu":
+            return "unparsed"  # as asked: raw data now, `mindspeed-prof analyse` later
+        if not self.saved.is_set() or self.pending_note():
+            return "parsing"
+        return "complete" if self.outputs() else "incomplete"
+
 
 def not_applicable(config, knobs):
     """The knobs set away from their defaults that this backend cannot honour, as flag names."""
