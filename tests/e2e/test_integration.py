@@ -148,3 +148,26 @@ def test_launcher_refuses_a_missing_script(tmp_path):
     result = subprocess.run([sys.executable, "-m", "mindspeed_prof.launch", "nope.py", "--profile"],
                             capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 2 and "training script 'nope.py' not found" in result.stderr
+
+
+def test_npu_backend_under_torchrun_writes_torch_npu_layout_for_the_chosen_rank(tmp_path):
+    import csv
+    import glob
+    import json
+    import subprocess
+
+    from helpers.e2e import FAKES
+    save = tmp_path / "prof"
+    env = env_for(tmp_path, pythonpath=(FAKES,), FAKE_TORCH_NPU_VERSION="2.14.0")
+    args = profile_flags(save)[:-2] + ["--profile-backend", "npu", "--profile-level", "level1",
+                                       "--profile-with-cpu", "--profile-analyse", "sync"]
+    run = train(tmp_path, args, env=env).check()
+    (run_dir,) = glob.glob(str(save / "rank1_*_ascend_pt"))
+    assert os.path.exists(os.path.join(run_dir, "profiler_info_1.json")), run.describe()
+    with open(os.path.join(run_dir, "ASCEND_PROFILER_OUTPUT", "kernel_details.csv")) as handle:
+        assert sorted({row["Step Id"] for row in csv.DictReader(handle)}) == ["3", "4"]
+    with open(os.path.join(run_dir, "profiler_metadata.json")) as handle:
+        assert json.load(handle)["distributed_args"]["world_size"] == 2
+    check = subprocess.run([sys.executable, "-m", "mindspeed_prof.cli", "check", str(save)],
+                           capture_output=True, text=True, env=env)
+    assert check.returncode == 0, check.stdout + check.stderr
