@@ -5,7 +5,6 @@ written: an OUT.sh that is IN.sh (same path, a symlink or a hard link to it) is 
 ``--force``. OUT.sh is written atomically with IN.sh's mode bits, and the diff goes to stdout.
 """
 
-import argparse
 import difflib
 import os
 import shutil
@@ -14,23 +13,13 @@ import subprocess
 import sys
 import tempfile
 
-from mindspeed_prof.arguments import add_profile_args, parse_profile_flags
+from mindspeed_prof.arguments import add_recorded_profile_flags, parse_profile_flags
 from mindspeed_prof.errors import ConfigError
 from mindspeed_prof.script_adapter import adapt_script
 
 HELP = ("Write a copy of a training launch script whose training command runs under "
         "mindspeed_prof.launch with the given --profile* flags (IN.sh is never written).")
 SUFFIX = "_profile"
-
-
-class _RecordFlag(argparse.Action):
-    """Keeps the profile flags as typed (in order) for PROFILE_ARGS; validation comes later."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        tokens = list(getattr(namespace, self.dest) or [])
-        tokens.append(option_string)
-        tokens.extend([values] if isinstance(values, str) else values)
-        setattr(namespace, self.dest, tokens)
 
 
 def add_arguments(parser):
@@ -44,14 +33,9 @@ def add_arguments(parser):
                         help="adapt only the command on line N of IN.sh (repeatable); it may "
                              "be a launch not named like training. Default: every training "
                              "command")
-    group = parser.add_argument_group(
-        "profile flags", "written into PROFILE_ARGS in the copy; --profile is implied")
     # The same definitions training uses, so --help here matches the training's --help.
-    for action in add_profile_args(argparse.ArgumentParser(add_help=False))._actions:
-        nargs = 0 if action.nargs == 0 else action.nargs
-        group.add_argument(*action.option_strings, action=_RecordFlag, dest="profile_argv",
-                           nargs=nargs, metavar=action.metavar if nargs != 0 else None,
-                           default=None, help=(action.help or "").replace("%", "%%"))
+    add_recorded_profile_flags(parser, description="written into PROFILE_ARGS in the copy; "
+                                                   "--profile is implied")
 
 
 def run(args):
