@@ -2,7 +2,6 @@
 megatron-core -> torch.profiler traces on disk for the chosen ranks and iterations only."""
 
 import os
-import shutil
 import site
 import sys
 

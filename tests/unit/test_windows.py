@@ -1,6 +1,5 @@
 """Several windows, on-demand triggers and the disk budget, on a plain loop with torch.profiler."""
 
-import json
 import os
 
 import pytest
