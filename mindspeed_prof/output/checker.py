@@ -9,8 +9,9 @@ import os
 
 from ..errors import ConfigError
 from . import discover as discovery
+from . import filecheck, parallel
 from .report import INCOMPLETE, MISSING, RankReport, Report, worst
-from .runcheck import check_run
+from .runcheck import check_run, files_to_check
 
 FAILED_STATUSES = ("failed", "incomplete")
 UNFINISHED_STATUSES = ("armed", "running")
@@ -33,11 +34,12 @@ def check_directory(path, expected_ranks=None):
             _rank_from_manifests(run, manifests, found.root)
     expected = _expected(manifests) if expected_ranks is None else set(expected_ranks)
     report.expected_ranks = sorted(expected)
+    read_ahead = _read_files(found.runs)
     by_rank = {}
     for run in found.runs:
         manifest = manifests.get(run.rank)
         window, config = _window(run, manifest, found.root), _config(manifest)
-        checked = check_run(run, window, config)
+        checked = check_run(run, window, config, read_ahead)
         if run.rank is None:
             report.unranked.append(checked)
         else:
@@ -56,6 +58,24 @@ def check_directory(path, expected_ranks=None):
                                f"folders, rank*.pt.trace.json files or "
                                f"profile_manifest_rank*.json")
     return report
+
+
+def _read_files(runs):
+    """Check every file of every capture up front, over several processes when they are big."""
+    sizes = {}
+    for run in runs:
+        for path in files_to_check(run):
+            try:
+                sizes[path] = os.path.getsize(path)
+            except OSError:
+                continue  # check_run reports it
+    paths = sorted(sizes, key=sizes.get, reverse=True)  # the biggest first keep workers busy
+    workers = parallel.workers_for(sum(sizes.values()), len(paths))
+    if workers <= 1:
+        return {}  # check_run reads each file as it goes
+    results = parallel.run(filecheck.check_file, [(p, os.path.basename(p)) for p in paths],
+                           workers)
+    return dict(zip(paths, results))
 
 
 def _manifests(found, report):

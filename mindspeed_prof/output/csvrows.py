@@ -22,9 +22,12 @@ _SKIP = object()
 class RowReader:
     """Walks the body in blocks of whole records (cut where every quote is closed)."""
 
-    def __init__(self, path, start, width, positions):
+    def __init__(self, path, start, width, positions, end=None):
+        """Rows of ``path`` between byte ``start`` (a line start) and ``end`` (a line start,
+        or None for the end of the file)."""
         self.path = path
         self.start = start
+        self.end = end
         self.width = width
         self.positions = positions
         present = [p for p in positions if p is not None]
@@ -68,7 +71,7 @@ class RowReader:
         return records
 
     def _finish(self):
-        if self.rows == 0 and not self.bad_rows:
+        if self.rows == 0 and not self.bad_rows and self.end is None:
             raise CorruptFile("header only, no rows (torch_npu never writes an empty table: "
                               "the file was cut short)")
         # A stray ragged row (upstream samples have one) leaves the table usable; many do not.
@@ -80,9 +83,12 @@ class RowReader:
         """(text, cut_short) per block; cut_short: the file ends without a line end."""
         with open(self.path, "rb") as handle:
             handle.seek(self.start)
+            left = None if self.end is None else self.end - self.start
             carry = b""
             while True:
-                data = handle.read(CHUNK_BYTES)
+                data = handle.read(CHUNK_BYTES if left is None else min(CHUNK_BYTES, left))
+                if left is not None:
+                    left -= len(data)
                 buf = carry + data if carry else data
                 if not data:
                     if buf:

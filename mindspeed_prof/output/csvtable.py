@@ -73,6 +73,11 @@ class CsvTable:
                               f"(it has: {', '.join(self.header[:12])}"
                               f"{', ...' if len(self.header) > 12 else ''})")
 
+    @property
+    def body_start(self):
+        """Byte offset of the first row."""
+        return self._body_start
+
     def has(self, name):
         return self.index.get(name) is not None
 

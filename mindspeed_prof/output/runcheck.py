@@ -11,24 +11,44 @@ RAW_DIRS = ("FRAMEWORK",)
 RAW_PREFIX = "PROF_"
 
 
-def check_run(run, window=None, config=None):
-    """``window``: the (start, end) the manifest gave this capture; ``config``: its config."""
+def files_to_check(run):
+    """Every file ``check_run`` will read, so they can be read ahead, in parallel."""
+    if run.backend == "torch":
+        return [run.path]
+    out_dir = os.path.join(run.path, ASCEND_OUTPUT_DIR)
+    try:
+        names = os.listdir(out_dir)
+    except OSError:
+        return []
+    return [p for p in (os.path.join(out_dir, n) for n in names) if os.path.isfile(p)]
+
+
+def check_run(run, window=None, config=None, checked=None):
+    """``window``: the [start, end) the manifest gave this capture; ``config``: its config;
+    ``checked``: FileChecks already made, by path."""
     report = RunReport(path=run.rel, backend=run.backend, rank=run.rank,
                        rank_source=run.rank_source, timestamp=run.timestamp,
                        window=window or run.window)
     report.warnings.extend(run.notes)
     try:
+        read = _reader(checked or {})
         if run.backend == "torch":
-            _torch(run, report)
+            _torch(run, report, read)
         else:
-            _npu(run, report, config)
+            _npu(run, report, config, read)
     except OSError as exc:  # the folder vanished or cannot be listed
         report.fail(CORRUPT, f"cannot read {run.rel}: {exc.strerror or exc}")
     return report
 
 
-def _torch(run, report):
-    checked = filecheck.check_file(run.path)
+def _reader(checked):
+    def read(path, name=None):
+        return checked.get(path) or filecheck.check_file(path, name)
+    return read
+
+
+def _torch(run, report, read):
+    checked = read(run.path)
     report.files.append(checked)
     if checked.status != filecheck.OK:
         report.fail(CORRUPT, f"{os.path.basename(run.path)}: {checked.detail}")
@@ -82,7 +102,7 @@ def _span(run):
     return str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}"
 
 
-def _npu(run, report, config):
+def _npu(run, report, config, read):
     entries = os.listdir(run.path)
     has_raw = any(e in RAW_DIRS or e.startswith(RAW_PREFIX) for e in entries)
     _info(run, report, has_raw)
@@ -104,7 +124,7 @@ def _npu(run, report, config):
             report.fail(INCOMPLETE, f"no {ASCEND_OUTPUT_DIR}/ and no raw data (FRAMEWORK/, "
                                     f"PROF_*): the capture recorded nothing")
         return
-    checks = {n: filecheck.check_file(os.path.join(out_dir, n), n) for n in names}
+    checks = {n: read(os.path.join(out_dir, n), n) for n in names}
     report.files.extend(checks.values())
     for name, checked in checks.items():
         if checked.status != filecheck.OK:

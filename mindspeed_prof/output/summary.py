@@ -7,34 +7,19 @@ cluster_step_trace_time.csv on the same input. Step time is Computing + Communic
 Overlapped) + Free: those three cover the step without overlap.
 """
 
-import math
 import os
 import statistics
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
 from ..layout import ASCEND_OUTPUT_DIR
-from . import columns, torchtrace
+from . import aggregate, columns, torchtrace
+from .aggregate import Item
 from .csvtable import CsvTable, number
 from .discover import discover
 from .errors import CorruptFile
 
 EXPLAINING = columns.STEP_PARTS
-
-
-@dataclass
-class Item:
-    """A kernel, op type or torch operator, aggregated."""
-
-    name: str
-    kind: str = None  # kernel Type, op Core Type or trace category
-    total_us: float = 0.0
-    count: int = 0
-
-    def as_dict(self, whole):
-        return {"name": self.name, "type": self.kind, "total_us": self.total_us,
-                "count": self.count, "mean_us": self.total_us / self.count if self.count else 0.0,
-                "share_pct": 100.0 * self.total_us / whole if whole else 0.0}
 
 
 @dataclass
@@ -155,69 +140,21 @@ def _steps(rank_summary, path, rel):
 
 
 def _kernels(rank_summary, path):
-    if not os.path.isfile(path):
-        return
-    raw = {}  # keyed by the row's own (name, type) tuple: no per-row strip or tuple building
-    for row in CsvTable(path, columns.KERNEL_SUMMARY).rows():
-        try:
-            value = float(row[2])  # float() itself ignores the TAB some CANN versions append
-        except ValueError:
-            continue  # N/A
-        if not math.isfinite(value):
-            continue
-        key = row[:2]
-        total = raw.get(key)
-        if total is None:
-            raw[key] = [value, 1]
-        else:
-            total[0] += value
-            total[1] += 1
-    kernels = {}  # merged into the rank only once the whole file has been read
-    for (name, kind), (total_us, count) in raw.items():
-        key = (name.strip(), kind.strip() if kind is not None else None)
-        item = kernels.get(key)
-        if item is None:
-            item = kernels[key] = Item(key[0], key[1])
-        item.total_us += total_us
-        item.count += count
-    _merge_into(rank_summary.kernels, kernels)
-
-
-def _merge_into(target, items):
-    for key, item in items.items():
-        agg = target.get(key)
-        if agg is None:
-            target[key] = item
-        else:
-            agg.total_us += item.total_us
-            agg.count += item.count
+    if os.path.isfile(path):
+        aggregate.merge_into(rank_summary.kernels, aggregate.kernel_totals(path))
 
 
 def _op_types(rank_summary, path):
     if not os.path.isfile(path):
         if rank_summary.kernels and rank_summary.op_types_source is None:
             rank_summary.op_types_source = "kernel_details.csv (no op_statistic.csv)"
-            for item in rank_summary.kernels.values():
-                if item.kind and item.kind != "N/A":
-                    agg = rank_summary.op_types.setdefault((item.kind, None), Item(item.kind))
-                    agg.total_us += item.total_us
-                    agg.count += item.count
+            rank_summary.op_types = aggregate.types_from_kernels(rank_summary.kernels)
         return
-    types = {}
-    for op_type, core, count, total, *_ in CsvTable(path, columns.OP_STATISTIC).rows():
-        total_us, calls = number(total), number(count)
-        if total_us is None:
-            continue
-        key = (op_type.strip(), core.strip() if core is not None else None)
-        item = types.get(key)
-        if item is None:
-            item = types[key] = Item(key[0], key[1])
-        item.total_us += total_us
-        item.count += int(calls or 0)
+    types = aggregate.op_type_totals(path)
     if rank_summary.op_types_source != "op_statistic.csv":
         rank_summary.op_types.clear()  # real statistics replace any kernel-derived ones
     rank_summary.op_types_source = "op_statistic.csv"
-    _merge_into(rank_summary.op_types, types)
+    aggregate.merge_into(rank_summary.op_types, types)
 
 
 def _torch(run, rank_summary):
@@ -253,8 +190,7 @@ def top_items(items, n):
 def merge(rank_summaries, attribute):
     merged = {}
     for rank_summary in rank_summaries:
-        _merge_into(merged, {k: Item(i.name, i.kind, i.total_us, i.count)
-                             for k, i in getattr(rank_summary, attribute).items()})
+        aggregate.merge_into(merged, getattr(rank_summary, attribute))
     return merged
 
 

@@ -1,0 +1,48 @@
+"""Spread large, independent reads over processes (each one streams in constant memory).
+
+Decoding JSON and splitting CSV rows is CPU-bound Python, so one process tops out at a few
+hundred MB/s; a save path holds several large files (trace_view.json, kernel_details.csv, one
+set per rank), which lets ``check`` and ``summary`` use every core. Small inputs stay in this
+process: a pool costs more than it saves below ``PARALLEL_MIN_BYTES``. Any failure to run a
+pool (no fork, no semaphores in a sandbox) falls back to doing the work here.
+"""
+
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+PARALLEL_MIN_BYTES = 96 << 20
+MAX_WORKERS = 8
+WORKERS_ENV = "MINDSPEED_PROF_OUTPUT_WORKERS"
+
+
+def cpu_count():
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def workers_for(total_bytes, tasks):
+    """How many processes ``tasks`` units of work over ``total_bytes`` deserve (1 = none)."""
+    forced = os.environ.get(WORKERS_ENV, "").strip()
+    if forced.isdigit():
+        return max(1, min(int(forced), tasks))
+    if total_bytes < PARALLEL_MIN_BYTES or tasks < 2:
+        return 1
+    return max(1, min(cpu_count(), MAX_WORKERS, tasks))
+
+
+def run(func, calls, workers):
+    """``[func(*args) for args in calls]``, in order, over ``workers`` processes."""
+    if workers <= 1 or len(calls) <= 1:
+        return [func(*args) for args in calls]
+    try:
+        # fork: the children need nothing re-imported, and the CLI has no threads to copy
+        context = multiprocessing.get_context("fork") \
+            if "fork" in multiprocessing.get_all_start_methods() else None
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            return list(pool.map(func, *zip(*calls)))
+    except (OSError, BrokenProcessPool, ImportError, NotImplementedError, PermissionError):
+        return [func(*args) for args in calls]
