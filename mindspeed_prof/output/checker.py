@@ -148,6 +148,10 @@ def _window(run, manifest, root):
         return run.window
     start, end = chosen[0].get("start"), chosen[0].get("end")
     end = -1 if end is None else end  # an open window: until training ended
+    recorded = chosen[0].get("iterations_recorded")
+    if chosen[0].get("stopped_early") and isinstance(recorded, list) and recorded \
+            and all(isinstance(i, int) for i in recorded):
+        end = max(recorded) + 1  # the manager cut it short on purpose (e.g. --profile-max-gb)
     if isinstance(start, int) and isinstance(end, int):
         return start, end
     return run.window
@@ -201,6 +205,11 @@ def _apply_manifest(rank_report, manifest):
     elif rank_report.errors:
         rank_report.warnings.append(f"{manifest.rel} lists errors although its status is "
                                     f"{status!r}")
+    for window in _windows(manifest):
+        if window.get("stopped_early"):
+            rank_report.warnings.append(
+                f"window starting at iteration {window.get('start')} was stopped early "
+                f"({window['stopped_early']}) after iterations {window.get('iterations_recorded')}")
     base = os.path.dirname(manifest.path)
     files = data.get("files") if isinstance(data.get("files"), list) else []
     absent = [f for f in files if isinstance(f, str) and not os.path.exists(os.path.join(base, f))]

@@ -13,7 +13,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 PARALLEL_MIN_BYTES = 96 << 20
-MAX_WORKERS = 8
+MAX_WORKERS = 4  # each worker holds ~60-90 MB; four keep a run well under 512 MB
 WORKERS_ENV = "MINDSPEED_PROF_OUTPUT_WORKERS"
 
 

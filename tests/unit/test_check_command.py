@@ -390,3 +390,12 @@ def test_gzipped_torch_trace_is_read(tmp_path, capsys):
     os.remove(path)
     code, report = check_json(capsys, tmp_path)
     assert code == 0 and rank_of(report, 2)["runs"][0]["steps"] == [1, 2]
+
+
+def test_window_the_manager_stopped_early_expects_only_what_it_recorded(tmp_path, capsys):
+    path = torch_trace(tmp_path, rank=0, start=5, end=7)
+    samples.write_manifest(tmp_path, 0, backend="torch", selected_ranks=[0], windows=[
+        {"start": 5, "end": 9, "dir": ".", "status": "complete", "iterations_recorded": [5, 6],
+         "stopped_early": "--profile-max-gb", "files": [os.path.basename(path)]}])
+    code, report = check_json(capsys, tmp_path)
+    assert code == 0 and "stopped early (--profile-max-gb)" in warnings(rank_of(report, 0))
