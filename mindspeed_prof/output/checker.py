@@ -195,7 +195,7 @@ def _apply_manifest(rank_report, manifest):
     if status in FAILED_STATUSES:
         rank_report.verdict = worst(rank_report.verdict, INCOMPLETE)
         rank_report.problems.append(f"{manifest.rel} reports status {status!r}"
-                                    + (f": {rank_report.errors[0]}" if rank_report.errors else ""))
+                                    + (" (its errors are listed)" if rank_report.errors else ""))
     elif status in UNFINISHED_STATUSES:
         rank_report.warnings.append(f"{manifest.rel} still says {status!r}: the training process "
                                     f"ended without closing the profiler (killed?)")

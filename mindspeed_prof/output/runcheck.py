@@ -119,7 +119,7 @@ def _npu(run, report, config, read):
         if has_raw:
             report.fail(UNPARSED, f"raw data (FRAMEWORK/, PROF_*) but no parsed "
                                   f"{ASCEND_OUTPUT_DIR}/: parse it with `mindspeed-prof analyse "
-                                  f"{run.rel}` (needs torch_npu and CANN)")
+                                  f"{run.path}` (needs torch_npu and CANN)")
         else:
             report.fail(INCOMPLETE, f"no {ASCEND_OUTPUT_DIR}/ and no raw data (FRAMEWORK/, "
                                     f"PROF_*): the capture recorded nothing")
