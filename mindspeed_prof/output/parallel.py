@@ -15,6 +15,7 @@ from concurrent.futures.process import BrokenProcessPool
 PARALLEL_MIN_BYTES = 96 << 20
 MAX_WORKERS = 4  # each worker holds ~60-90 MB; four keep a run well under 512 MB
 WORKERS_ENV = "MINDSPEED_PROF_OUTPUT_WORKERS"
+_in_worker = False  # set in pool processes: work inside a worker never starts another pool
 
 
 def cpu_count():
@@ -26,6 +27,8 @@ def cpu_count():
 
 def workers_for(total_bytes, tasks):
     """How many processes ``tasks`` units of work over ``total_bytes`` deserve (1 = none)."""
+    if _in_worker:
+        return 1
     forced = os.environ.get(WORKERS_ENV, "").strip()
     if forced.isdigit():
         return max(1, min(int(forced), tasks))
@@ -42,7 +45,13 @@ def run(func, calls, workers):
         # fork: the children need nothing re-imported, and the CLI has no threads to copy
         context = multiprocessing.get_context("fork") \
             if "fork" in multiprocessing.get_all_start_methods() else None
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context,
+                                 initializer=_mark_worker) as pool:
             return list(pool.map(func, *zip(*calls)))
     except (OSError, BrokenProcessPool, ImportError, NotImplementedError, PermissionError):
         return [func(*args) for args in calls]
+
+
+def _mark_worker():
+    global _in_worker
+    _in_worker = True

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ConfigError
 from ..layout import ASCEND_OUTPUT_DIR
-from . import aggregate, columns, torchtrace
+from . import aggregate, columns, parallel, torchtrace
 from .aggregate import Item
 from .csvtable import CsvTable, number
 from .discover import discover
@@ -72,15 +72,16 @@ def summarize_directory(path, top=10):
             summary.notes.append(f"{run.rel}: rank unknown, left out")
             continue
         by_rank.setdefault(run.rank, []).append(run)
+    # oldest first, so the newest capture's row wins when two captures share a step
+    runs = [r for rank in sorted(by_rank)
+            for r in sorted(by_rank[rank], key=lambda r: (r.timestamp or "", r.rel))]
+    sizes = [_main_file_size(r) for r in runs]
+    calls = [(r.backend, r.path, r.rel, r.rank) for r in runs]
+    partials = parallel.run(read_capture, calls, parallel.workers_for(sum(sizes), len(calls)))
     for rank in sorted(by_rank):
         rank_summary = RankSummary(rank=rank)
-        # oldest first, so the newest capture's row wins when two captures share a step
-        runs = sorted(by_rank[rank], key=lambda r: (r.timestamp or "", r.rel))
-        for run in runs:
-            if run.backend == "npu":
-                _npu(run, rank_summary)
-            else:
-                _torch(run, rank_summary)
+        for partial in (p for p in partials if p.rank == rank):
+            _absorb(rank_summary, partial)
         rank_summary.steps.sort(key=lambda s: (s["step"] is None, s["step"] or 0,
                                                s.get("device") or 0))
         summary.ranks.append(rank_summary)
@@ -88,6 +89,47 @@ def summarize_directory(path, top=10):
         summary.notes.append(f"nothing to summarise under {found.root}: no rank's capture "
                              f"found (run `mindspeed-prof check {path}`)")
     return summary
+
+
+def read_capture(backend, path, rel, rank):
+    """The numbers of one capture, as a RankSummary of its own (run in a worker process)."""
+    partial = RankSummary(rank=rank)
+    (_npu if backend == "npu" else _torch)(_Capture(path, rel), partial)
+    return partial
+
+
+@dataclass
+class _Capture:
+    path: str
+    rel: str
+
+
+def _main_file_size(run):
+    path = run.path if run.backend == "torch" else os.path.join(
+        run.path, ASCEND_OUTPUT_DIR, "kernel_details.csv")
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _absorb(target, partial):
+    """Add one capture's numbers to its rank's; a later capture's step replaces an earlier."""
+    target.backend = target.backend or partial.backend
+    target.sources.extend(partial.sources)
+    target.notes.extend(partial.notes)
+    replaced = {(s["step"], s.get("device")) for s in partial.steps}
+    target.steps = [s for s in target.steps if (s["step"], s.get("device")) not in replaced]
+    target.steps.extend(partial.steps)
+    aggregate.merge_into(target.kernels, partial.kernels)
+    aggregate.merge_into(target.ops, partial.ops)
+    real = "op_statistic.csv"
+    if partial.op_types_source == real and target.op_types_source != real:
+        target.op_types = {}  # real statistics replace any kernel-derived ones
+    if partial.op_types_source and (partial.op_types_source == real
+                                    or target.op_types_source != real):
+        target.op_types_source = partial.op_types_source
+        aggregate.merge_into(target.op_types, partial.op_types)
 
 
 def _read(rank_summary, path, spec):

@@ -51,3 +51,18 @@ def test_check_reads_files_in_parallel_with_the_same_verdicts(tmp_path, monkeypa
     monkeypatch.setenv(WORKERS, "2")
     two = check_directory(str(tmp_path)).as_dict()
     assert one == two and [r["verdict"] for r in two["ranks"]] == ["valid", "incomplete"]
+
+
+def test_summary_over_several_processes_equals_one(tmp_path, monkeypatch):
+    from mindspeed_prof.output import render_summary, summarize_directory
+    from output_fixtures.torch_traces import torch_trace
+
+    samples.two_ranks(tmp_path)
+    samples.npu_capture(tmp_path, 0, timestamp="20230919180000000", op_statistic=False)
+    torch_trace(tmp_path, rank=3, start=2, end=4)
+    monkeypatch.setenv(WORKERS, "1")
+    one = render_summary.summary_dict(summarize_directory(str(tmp_path)))
+    monkeypatch.setenv(WORKERS, "3")
+    three = render_summary.summary_dict(summarize_directory(str(tmp_path)))
+    assert one == three and [r["rank"] for r in three["ranks"]] == [0, 1, 3]
+    assert three["ranks"][0]["op_types_source"] == "op_statistic.csv"
