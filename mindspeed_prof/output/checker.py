@@ -31,28 +31,27 @@ def check_directory(path, expected_ranks=None):
     manifests = _manifests(found, report)
     for run in found.runs:
         if run.rank is None:
-            _rank_from_manifests(run, manifests, found.root)
+            _rank_from_manifests(run, manifests)
     expected = _expected(manifests) if expected_ranks is None else set(expected_ranks)
     report.expected_ranks = sorted(expected)
-    read_ahead = _read_files(found.runs)
+    runs = found.runs
+    if expected_ranks is not None:
+        skipped = sorted({r.rank for r in runs if r.rank is not None} - expected)
+        if skipped:
+            report.warnings.append(f"also found rank(s) {_list(skipped)}, not checked (--ranks)")
+        runs = [r for r in runs if r.rank is None or r.rank in expected]
+    read_ahead = _read_files(runs)
     by_rank = {}
-    for run in found.runs:
+    for run in runs:
         manifest = manifests.get(run.rank)
-        window, config = _window(run, manifest, found.root), _config(manifest)
-        checked = check_run(run, window, config, read_ahead)
+        checked = check_run(run, _window(run, manifest), _config(manifest), read_ahead)
         if run.rank is None:
             report.unranked.append(checked)
         else:
             by_rank.setdefault(run.rank, []).append(checked)
-    ranks = set(by_rank) | expected
-    if expected_ranks is not None:
-        skipped = sorted(set(by_rank) - expected)
-        if skipped:
-            report.warnings.append(f"also found rank(s) {_list(skipped)}, not checked (--ranks)")
-        ranks = expected
+    ranks = expected if expected_ranks is not None else set(by_rank) | expected
     for rank in sorted(ranks):
-        report.ranks.append(_rank_report(rank, by_rank.get(rank, []), manifests.get(rank),
-                                         found.root))
+        report.ranks.append(_rank_report(rank, by_rank.get(rank, []), manifests.get(rank)))
     if not found.runs and not manifests:
         report.warnings.append(f"no profiler output under {found.root}: expected *_ascend_pt "
                                f"folders, rank*.pt.trace.json files or "
@@ -123,7 +122,7 @@ def _lists(window, rel):
     return False
 
 
-def _rank_from_manifests(run, manifests, root):
+def _rank_from_manifests(run, manifests):
     for rank, manifest in manifests.items():
         rel = _relative(run.path, manifest)
         if any(_lists(w, rel) for w in _windows(manifest)):
@@ -131,7 +130,7 @@ def _rank_from_manifests(run, manifests, root):
             return
 
 
-def _window(run, manifest, root):
+def _window(run, manifest):
     """The (start, end) of the manifest window holding this capture, else its folder's."""
     windows = _windows(manifest)
     if not windows:
@@ -162,7 +161,7 @@ def _config(manifest):
     return config if isinstance(config, dict) else None
 
 
-def _rank_report(rank, runs, manifest, root):
+def _rank_report(rank, runs, manifest):
     rank_report = RankReport(rank=rank, runs=sorted(runs, key=lambda r: (r.timestamp or "",
                                                                          r.path)))
     if manifest is not None:
