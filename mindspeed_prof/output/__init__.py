@@ -6,8 +6,9 @@
     summary = summarize_directory("profile_dir", top=10)            # Summary
 
 Submodules: discover (find captures), profinfo/expect (what a capture should hold),
-filecheck/csvtable/jsonstream/tracescan/sqlitecheck (read files), runcheck/checker/report
-(verdicts), torchtrace/summary (numbers), render_check/render_summary/plot (output).
+filecheck/csvtable/csvrows/jsonstream/tracescan/sqlitecheck/logscan (read files),
+runcheck/checker/report (verdicts), aggregate/torchtrace/summary (numbers),
+render_check/render_summary/plot (output), parallel (big inputs over several processes).
 """
 
 
