@@ -14,6 +14,7 @@ import sys
 from mindspeed_prof.arguments import add_profile_args, config_from_args
 from mindspeed_prof.arguments.argv import ints_only_ranks_argv, rank_tokens
 from mindspeed_prof.errors import ConfigError
+from mindspeed_prof.patches import sigterm
 from mindspeed_prof.patches.state import state, usage_exit
 from mindspeed_prof.ranks import parse_rank_tokens
 
@@ -111,4 +112,5 @@ def take_ownership(args):
     # The one documented write to args: the host's own profilers see profiling as off.
     args.profile = False
     hook_training_loop()
+    sigterm.install()
     return config
