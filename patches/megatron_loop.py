@@ -54,7 +54,7 @@ def mindspeed_prof_train_wrapper(train):
             return train(*args, **kwargs)
         state.train_hooked = True
         manager = _start_manager(config, _get_args())
-        state.manager = manager
+        state.manager = state.finished_manager = manager
         reason, detail = "finished", None
         try:
             return train(*args, **kwargs)
@@ -63,7 +63,11 @@ def mindspeed_prof_train_wrapper(train):
             raise
         finally:
             state.manager = None
-            manager.close(reason, detail)
+            # After a normal return Megatron runs collectives (final checkpoint, validation and
+            # test): a profiled rank still waiting here for its background export would make
+            # every other rank wait in them, and time out. The export thread is not a daemon:
+            # the process ends when it has written the trace and the final manifest.
+            manager.close(reason, detail, wait=reason != "finished")
 
     return train_with_profiler
 
