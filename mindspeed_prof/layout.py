@@ -4,7 +4,8 @@
       profile_manifest_rank{R}.json          one per profiled rank (ours)
       {worker}_{pid}_{timestamp}_ascend_pt/   NPU backend, torch_npu's own layout; worker = rank{R}
       rank{R}.{time_ns}.pt.trace.json        torch backend (chrome trace)
-      iter_{start}-{end}/                    one folder per window when several windows run
+      iter_{first}-{last}/                   one folder per window when several windows run
+                                             (inclusive iterations; "end" when open-ended)
 """
 
 import os
@@ -17,8 +18,8 @@ TORCH_TRACE_RE = re.compile(r"^rank(\d+)\.(\d+)\.pt\.trace\.json(\.gz)?$")
 ASCEND_PT_SUFFIX = "_ascend_pt"
 ASCEND_OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 PROFILER_INFO_RE = re.compile(r"^profiler_info(?:_(\d+))?\.json$")
-WINDOW_DIR_TEMPLATE = "iter_{start}-{end}"
-WINDOW_DIR_RE = re.compile(r"^iter_(\d+)-(-?\d+)$")
+WINDOW_DIR_TEMPLATE = "iter_{first}-{last}"
+WINDOW_DIR_RE = re.compile(r"^iter_(\d+)-(\d+|end|-1)$")
 
 
 def worker_name(rank):
@@ -31,4 +32,6 @@ def manifest_path(save_path, rank):
 
 
 def window_dir(save_path, start, end):
-    return os.path.join(save_path, WINDOW_DIR_TEMPLATE.format(start=start, end=end))
+    """The folder of window ``[start, end)`` (``end`` None: until training ends)."""
+    last = "end" if end is None else end - 1
+    return os.path.join(save_path, WINDOW_DIR_TEMPLATE.format(first=start, last=last))

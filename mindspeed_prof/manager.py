@@ -224,9 +224,7 @@ class ProfilerManager:
     def _window_dir(self, schedule):
         if not self._multi_window():
             return self.save_path
-        last = schedule.end - 1 if schedule.end is not None else "end"
-        return os.path.join(self.save_path, layout.WINDOW_DIR_TEMPLATE.format(
-            start=schedule.start, end=last))
+        return layout.window_dir(self.save_path, schedule.start, schedule.end)
 
     def _catch_up(self, iteration):
         while self._state == "running" and self._backend.step_num < iteration:

@@ -15,7 +15,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from ..layout import ASCEND_PT_SUFFIX, MANIFEST_RE, TORCH_TRACE_RE
+from ..layout import ASCEND_PT_SUFFIX, MANIFEST_RE, TORCH_TRACE_RE, WINDOW_DIR_RE
 from ..manifest import read_manifest
 from . import profinfo
 from .errors import CorruptFile
@@ -26,7 +26,6 @@ WORKER_RANK_RE = re.compile(r"^rank(\d+)_")
 TIMESTAMP_RE = re.compile(r"^\d{17}$")
 SKIP_DIRS = {"cluster_analysis_output", "__pycache__"}
 # The manager names a window folder after its last iteration, not layout.py's exclusive end.
-WINDOW_FOLDER_RE = re.compile(r"^iter_(\d+)-(\d+|end|-1)$")
 
 
 @dataclass
@@ -96,7 +95,7 @@ def _walk(root, found):
 def _window(path, root):
     rel = os.path.relpath(os.path.dirname(path), root)
     for part in reversed(rel.split(os.sep)):
-        match = WINDOW_FOLDER_RE.match(part)
+        match = WINDOW_DIR_RE.match(part)
         if match:
             last = match.group(2)
             return int(match.group(1)), -1 if last in ("end", "-1") else int(last) + 1
