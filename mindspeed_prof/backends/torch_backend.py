@@ -43,6 +43,7 @@ class TorchBackend(Backend):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self._prof = None
+        self._started = False
         self._stopped = False
         self._paths = []
         self._threads = []
@@ -66,6 +67,7 @@ class TorchBackend(Backend):
         self._prof.step_num = iteration
         self._prof.current_action = schedule(iteration)
         self._prof.start()
+        self._started = True
 
     def step(self):
         self._prof.step()
@@ -74,7 +76,15 @@ class TorchBackend(Backend):
         if self._prof is None or self._stopped:
             return
         self._stopped = True
-        self._prof.stop()
+        if self._started:
+            self._prof.stop()
+        else:
+            # start() failed (already reported): tear down whatever it left enabled, but a
+            # profiler that never started also fails to stop, and that second error says nothing.
+            try:
+                self._prof.stop()
+            except Exception:  # noqa: BLE001
+                pass
         if not self._threads and not self._paths:
             self._mark_saved()  # stopped before any recorded step: nothing to write
 
