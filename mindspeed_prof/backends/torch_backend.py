@@ -1,8 +1,11 @@
 """torch.profiler backend (CPU, plus CUDA on a real GPU): one chrome trace per rank and window.
 
-The trace is exported by a background thread by default (``--profile-analyse async``), so the
-profiled rank returns to the training loop while the file is written; kineto's export releases
-the GIL (measured: < 0.1 ms main-thread stall while a 34 MB trace was written).
+The trace is exported by a background thread by default (``--profile-analyse async``), so a slow
+write (network storage, a full disk's retries) does not hold the profiled rank back. What stays on
+the training thread either way: torch's ``stop_trace`` at the window's last step, and most of
+kineto's ``save``, which holds the GIL (torch 2.13 CPU, measured: ``Thread.start`` returned after
+54 of the export's 60 ms). Together about 12 ms per MB of trace (a 29 MB trace: 240 ms
+stop_trace + 120 ms export, async and sync alike), far below any collective timeout.
 """
 
 import os
