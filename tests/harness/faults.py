@@ -6,15 +6,30 @@ Iterations are the logged (1-based) numbers. Environment knobs:
 * ``HARNESS_SIGNAL_AT_ITER=N`` with ``HARNESS_SIGNAL=TERM|INT`` (default TERM): send that
   signal to this process during iteration N;
 * ``HARNESS_SLEEP_AT_ITER=N:SECONDS``: sleep that long inside iteration N;
+* ``HARNESS_SLOW_EXPORT_S=SECONDS``: every ``torch.profiler.profile.export_chrome_trace`` sleeps
+  that long first (a huge trace, a slow disk), so a test can show who waits for the export;
+* ``HARNESS_TORCH_PROFILER_FAIL=init,start,stop,export``: those ``torch.profiler.profile`` calls
+  raise (``export`` as a full disk does: ``OSError(ENOSPC)``), as a broken profiler would;
+* ``HARNESS_CLOCK_AHEAD_AT_ITER=N:SECONDS``: from iteration N on, ``--exit-duration-in-mins``
+  reads a clock SECONDS ahead, so a test can make the wall-time limit strike at iteration N;
 * ``HARNESS_FAULT_RANKS=0,1``: only these global ranks misbehave (default: all).
+
+A knob's value may end in ``@R,R`` to apply to those global ranks only, overriding
+``HARNESS_FAULT_RANKS`` for that knob: ``HARNESS_RAISE_AT_ITER=4@1`` with
+``HARNESS_SLEEP_AT_ITER=4:60@0`` fails rank 1 while rank 0 is outside any collective. Entries
+separated by ``;`` give ranks different values (the first that names the rank wins):
+``HARNESS_TORCH_PROFILER_FAIL=init@0;stop@1``.
 """
 
 import dataclasses
+import errno
 import os
 import signal
 import time
 
 _SIGNALS = {"TERM": signal.SIGTERM, "INT": signal.SIGINT}
+_PROFILER_CALLS = {"init": "__init__", "start": "start", "stop": "stop",
+                   "export": "export_chrome_trace"}
 
 
 def _optional_int(value):
@@ -28,24 +43,75 @@ class FaultPlan:
     signal_name: str = "TERM"
     sleep_at: int = None
     sleep_s: float = 0.0
+    slow_export_s: float = 0.0
+    profiler_fail: tuple = ()
+    clock_at: int = None
+    clock_ahead_s: float = 0.0
 
     @classmethod
     def from_env(cls, env):
-        ranks = env.get("HARNESS_FAULT_RANKS")
         rank = int(env.get("RANK", "0"))
-        if ranks and rank not in {int(r) for r in ranks.split(",")}:
-            return cls()
+        default_ranks = env.get("HARNESS_FAULT_RANKS")
+
+        def knob(name):
+            for entry in env.get(name, "").split(";"):
+                value, _, ranks = entry.partition("@")
+                ranks = ranks or default_ranks
+                if not ranks or rank in {int(r) for r in ranks.split(",")}:
+                    return value
+            return ""
+
         signal_name = env.get("HARNESS_SIGNAL", "TERM").upper().removeprefix("SIG")
         if signal_name not in _SIGNALS:
             raise ValueError(f"HARNESS_SIGNAL={signal_name} must be one of {sorted(_SIGNALS)}")
-        sleep_at, _, sleep_s = env.get("HARNESS_SLEEP_AT_ITER", "").partition(":")
+        sleep_at, _, sleep_s = knob("HARNESS_SLEEP_AT_ITER").partition(":")
+        clock_at, _, clock_s = knob("HARNESS_CLOCK_AHEAD_AT_ITER").partition(":")
+        fail = tuple(p for p in knob("HARNESS_TORCH_PROFILER_FAIL").split(",") if p)
+        unknown = sorted(set(fail) - set(_PROFILER_CALLS))
+        if unknown:
+            raise ValueError(f"HARNESS_TORCH_PROFILER_FAIL: unknown {unknown}; use any of "
+                             f"{', '.join(_PROFILER_CALLS)}")
         return cls(
-            raise_at=_optional_int(env.get("HARNESS_RAISE_AT_ITER")),
-            signal_at=_optional_int(env.get("HARNESS_SIGNAL_AT_ITER")),
+            raise_at=_optional_int(knob("HARNESS_RAISE_AT_ITER")),
+            signal_at=_optional_int(knob("HARNESS_SIGNAL_AT_ITER")),
             signal_name=signal_name,
             sleep_at=_optional_int(sleep_at),
             sleep_s=float(sleep_s or 0.0),
+            slow_export_s=float(knob("HARNESS_SLOW_EXPORT_S") or 0.0),
+            profiler_fail=fail,
+            clock_at=_optional_int(clock_at),
+            clock_ahead_s=float(clock_s or 0.0),
         )
+
+    def clock(self, iteration):
+        """The wall clock as ``--exit-duration-in-mins`` sees it after ``iteration``."""
+        ahead = self.clock_at is not None and iteration >= self.clock_at
+        return time.time() + (self.clock_ahead_s if ahead else 0.0)
+
+    def break_torch_profiler(self):
+        """Make the ``torch.profiler.profile`` calls named in ``profiler_fail`` raise."""
+        if not self.profiler_fail:
+            return
+        import torch.profiler
+
+        for point in self.profiler_fail:
+            name = _PROFILER_CALLS[point]
+            setattr(torch.profiler.profile, name, _failing(point, name))
+
+    def slow_down_export(self):
+        """Make torch.profiler's chrome-trace export take ``slow_export_s`` longer."""
+        if not self.slow_export_s:
+            return
+        import torch.profiler
+
+        original = torch.profiler.profile.export_chrome_trace
+        delay = self.slow_export_s
+
+        def export_chrome_trace(self, path):
+            time.sleep(delay)
+            return original(self, path)
+
+        torch.profiler.profile.export_chrome_trace = export_chrome_trace
 
     def at_step(self, iteration):
         """Misbehave as planned for logged iteration ``iteration``."""
@@ -55,3 +121,12 @@ class FaultPlan:
             os.kill(os.getpid(), _SIGNALS[self.signal_name])
         if iteration == self.raise_at:
             raise RuntimeError(f"HARNESS_RAISE_AT_ITER: injected failure at iteration {iteration}")
+
+
+def _failing(point, name):
+    def fail(self, *args, **kwargs):
+        if point == "export":
+            raise OSError(errno.ENOSPC, "No space left on device (HARNESS_TORCH_PROFILER_FAIL)")
+        raise RuntimeError(f"HARNESS_TORCH_PROFILER_FAIL: torch.profiler.profile.{name} broken")
+
+    return fail

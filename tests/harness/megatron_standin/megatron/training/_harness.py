@@ -37,3 +37,5 @@ def _load(name):
 cpu_shim = _load("cpu_shim")
 report = _load("report").open_report(os.environ, version=VERSION_STRING)
 faults = _load("faults").FaultPlan.from_env(os.environ)
+faults.slow_down_export()
+faults.break_torch_profiler()

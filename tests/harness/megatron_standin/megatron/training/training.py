@@ -285,7 +285,7 @@ def checkpoint_and_decide_exit(model, optimizer, opt_param_scheduler, iteration,
         saved_checkpoint = True
 
     if args.exit_duration_in_mins:
-        train_time = (time.time() - _TRAIN_START_TIME) / 60.0
+        train_time = (_harness.faults.clock(iteration) - _TRAIN_START_TIME) / 60.0
         done = torch.tensor([train_time > args.exit_duration_in_mins], dtype=torch.int,
                             device="cuda")
         torch.distributed.all_reduce(done, op=torch.distributed.ReduceOp.MAX)
