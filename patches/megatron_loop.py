@@ -14,6 +14,7 @@ from mindspeed_prof import ranks
 from mindspeed_prof.errors import ConfigError
 from mindspeed_prof.loop import exit_reason
 from mindspeed_prof.manager import ProfilerManager
+from mindspeed_prof.patches import sigterm
 from mindspeed_prof.patches.state import registry, state, usage_exit
 from mindspeed_prof.patches.topology import distributed_args, rank_layout
 
@@ -67,7 +68,8 @@ def mindspeed_prof_train_wrapper(train):
             # test): a profiled rank still waiting here for its background export would make
             # every other rank wait in them, and time out. The export thread is not a daemon:
             # the process ends when it has written the trace and the final manifest.
-            manager.close(reason, detail, wait=reason != "finished")
+            with sigterm.deferred():
+                manager.close(reason, detail, wait=reason != "finished")
 
     return train_with_profiler
 

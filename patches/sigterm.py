@@ -11,8 +11,14 @@ then *chains* to whatever was there before (calling it, or dying of SIGTERM as t
 That moment comes before Megatron's own ``--exit-signal-handler`` is installed
 (``set_global_variables`` runs after ``validate_args``): Megatron's latch then owns SIGTERM, ends
 training through ``sys.exit`` at the end of the iteration, and ``train()``'s ``finally`` flushes.
+
+While that ``finally`` flushes, ``deferred()`` holds SIGTERM and SIGINT back: when one rank fails,
+torchrun's SIGTERM (or its forwarded SIGINT) reaches the others while they are still closing after
+their own exception or Ctrl-C, and would cut the final manifest short. The held signal is sent
+again once the profile is on disk, so the process still ends the way it would have.
 """
 
+import contextlib
 import os
 import signal
 import threading
@@ -69,3 +75,24 @@ def uninstall():
         return
     if signal.getsignal(signal.SIGTERM) is handler:
         signal.signal(signal.SIGTERM, handler.previous)
+
+
+@contextlib.contextmanager
+def deferred(signals=(signal.SIGTERM, signal.SIGINT)):
+    """Hold ``signals`` back during the block, then deliver them (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending, saved = [], {}
+    for signum in signals:
+        handler = signal.getsignal(signum)
+        if handler is not None:  # None: installed from C, cannot be restored from Python
+            saved[signum] = handler
+            signal.signal(signum, lambda received, frame: pending.append(received))
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(pending):
+            os.kill(os.getpid(), signum)
