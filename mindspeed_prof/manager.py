@@ -25,6 +25,18 @@ from .manifest import Manifest, overall_status
 from .window import StepSchedule, last_iteration, plan_windows
 
 
+# What a user does about a profiler failure, by phase (training goes on without profiling here).
+_FIX = {
+    "start": "; training continues without profiling on this rank: check that the profiler "
+             "works here (torch / torch_npu and CANN versions match), or try the other "
+             "--profile-backend",
+    "step": "; training continues, this rank's window is cut short: profile again, or try the "
+            "other --profile-backend if it repeats",
+    "stop": "; training continues, this rank's trace may be missing or partial: profile again, "
+            "or try the other --profile-backend if it repeats",
+}
+
+
 def _nothing(iteration):
     return None
 
@@ -179,7 +191,9 @@ class ProfilerManager:
         if state == "armed":
             if self.schedule is None or iteration < self.schedule.first_touched:
                 return
-            self._open_window(iteration)
+            # Guarded like every backend call: building the window's profiler must not fail
+            # the training step either.
+            self._guard("start", self._open_window, iteration)
         elif state == "running":
             # Iterations Megatron skipped (--iterations-to-skip) never reached train_step; step
             # the profiler past them so the schedule stays aligned with the iteration numbers.
@@ -325,7 +339,7 @@ class ProfilerManager:
         try:
             return func(*args)
         except Exception as exc:  # noqa: BLE001 - training must survive any profiler failure
-            self.report("error", phase, f"{type(exc).__name__}: {exc}")
+            self.report("error", phase, f"{type(exc).__name__}: {exc}{_FIX.get(phase, '')}")
             if phase == "trigger":
                 return None
             if self._backend is not None:
@@ -337,6 +351,10 @@ class ProfilerManager:
                 except Exception as stop_exc:  # noqa: BLE001
                     self.report("error", "stop", f"{type(stop_exc).__name__}: {stop_exc}")
                 self._on_saved(self._backend, self._window)
+            elif self._window is not None and self._window["status"] == "running":
+                # The window's profiler could not even be built: the window failed, not running.
+                self._window["status"] = "failed"
+                self.manifest.set_status(overall_status(self.manifest.data["windows"]))
             self._state, self._plans = "done", []
             return None
 
