@@ -107,14 +107,19 @@ class TorchBackend(Backend):
     def _export(self, prof, path):
         try:
             prof.export_chrome_trace(path)
+            if not os.path.isfile(path) or not os.path.getsize(path):
+                # kineto reports a failed write (full disk, lost mount) only as "Failed to write
+                # to log file!" on stderr, and returns normally.
+                raise OSError("torch.profiler returned without writing it")
         except Exception as exc:  # noqa: BLE001 - a failed export must not end the training
             self.failed = True
             self.report("error", "export", f"writing {path} failed: {exc}; check free space and "
                                            f"permissions of --profile-save-path")
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+            for partial in (path, path + ".tmp"):  # kineto writes {path}.tmp, then renames
+                try:
+                    os.unlink(partial)
+                except OSError:
+                    pass
         finally:
             self._mark_saved()
 
