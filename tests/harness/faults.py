@@ -9,7 +9,9 @@ Iterations are the logged (1-based) numbers. Environment knobs:
 * ``HARNESS_SLOW_EXPORT_S=SECONDS``: every ``torch.profiler.profile.export_chrome_trace`` sleeps
   that long first (a huge trace, a slow disk), so a test can show who waits for the export;
 * ``HARNESS_TORCH_PROFILER_FAIL=init,start,stop,export``: those ``torch.profiler.profile`` calls
-  raise (``export`` as a full disk does: ``OSError(ENOSPC)``), as a broken profiler would;
+  raise (``export`` as a save path that became unwritable: ``PermissionError(EACCES)``);
+* ``HARNESS_MAX_FILE_KB=K``: the rank cannot write a file past K KiB (``RLIMIT_FSIZE``; writes fail
+  with EFBIG as they fail with ENOSPC on a full disk), so a large trace hits a "full disk";
 * ``HARNESS_CLOCK_AHEAD_AT_ITER=N:SECONDS``: from iteration N on, ``--exit-duration-in-mins``
   reads a clock SECONDS ahead, so a test can make the wall-time limit strike at iteration N;
 * ``HARNESS_FAULT_RANKS=0,1``: only these global ranks misbehave (default: all).
@@ -47,6 +49,7 @@ class FaultPlan:
     profiler_fail: tuple = ()
     clock_at: int = None
     clock_ahead_s: float = 0.0
+    max_file_kb: int = None
 
     @classmethod
     def from_env(cls, env):
@@ -81,7 +84,17 @@ class FaultPlan:
             profiler_fail=fail,
             clock_at=_optional_int(clock_at),
             clock_ahead_s=float(clock_s or 0.0),
+            max_file_kb=_optional_int(knob("HARNESS_MAX_FILE_KB")),
         )
+
+    def limit_file_size(self):
+        """Let this process write no file past ``max_file_kb`` KiB (a full disk, as root too)."""
+        if self.max_file_kb is None:
+            return
+        import resource
+
+        _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (self.max_file_kb * 1024, hard))
 
     def clock(self, iteration):
         """The wall clock as ``--exit-duration-in-mins`` sees it after ``iteration``."""
@@ -126,7 +139,7 @@ class FaultPlan:
 def _failing(point, name):
     def fail(self, *args, **kwargs):
         if point == "export":
-            raise OSError(errno.ENOSPC, "No space left on device (HARNESS_TORCH_PROFILER_FAIL)")
+            raise PermissionError(errno.EACCES, "Permission denied (HARNESS_TORCH_PROFILER_FAIL)")
         raise RuntimeError(f"HARNESS_TORCH_PROFILER_FAIL: torch.profiler.profile.{name} broken")
 
     return fail
