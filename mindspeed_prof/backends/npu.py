@@ -66,7 +66,7 @@ class NpuBackend(Backend):
         return self._prof.step_num
 
     def _call(self, phase, func, *args, **kwargs):
-        with capture_error_lines(lambda line: self._error(phase, line)):
+        with capture_error_lines(lambda line: self._error(phase, line + _FIX.get(phase, ""))):
             return func(*args, **kwargs)
 
     def _error(self, phase, message):
@@ -170,6 +170,16 @@ class NpuBackend(Backend):
                                    for r in self.outputs()):
             return "torch_npu is parsing in a child process (--profile-analyse async)"
         return None
+
+
+# torch_npu's own [ERROR] lines say what broke, not what to do; training goes on either way.
+_FIX = {
+    "start": " (torch_npu could not start profiling; training continues without it on this rank: "
+             "check that torch_npu and CANN versions match, or use --profile-backend torch)",
+    "step": " (torch_npu failed during the window; training continues: profile again)",
+    "stop": " (torch_npu failed to save the window; training continues: profile again, and check "
+            "free space under --profile-save-path)",
+}
 
 
 def _error_lines(path, limit=20):
