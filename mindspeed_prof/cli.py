@@ -6,6 +6,7 @@ code 2 with one clear line; nothing here prints a traceback for bad input.
 """
 
 import argparse
+import difflib
 import importlib
 import sys
 
@@ -40,11 +41,35 @@ def build_parser():
     return parser
 
 
+def _unrecognized(child, command, extras, argv):
+    """What to say about the first argument ``command``'s parser did not take."""
+    token = extras[0]
+    name = token.split("=", 1)[0]
+    options = {option: action for action in child._actions for option in action.option_strings}
+    if name.startswith("-"):
+        close = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
+        hint = (f"did you mean {close[0]}?" if close
+                else f"see `mindspeed-prof {command} --help` for its options")
+        return f"unrecognized option {name!r}; {hint}"
+    index = argv.index(token) if token in argv else -1
+    switch = argv[index - 1] if index > 0 else None
+    if switch in options and options[switch].nargs == 0:
+        return (f"{switch} takes no value; drop {token!r} (give {switch} to turn it on, leave "
+                f"it out for off)")
+    return f"unexpected argument {token!r}; see `mindspeed-prof {command} --help`"
+
+
 def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()
+        return 2
+    if extras:
+        # argparse would name the token only ("unrecognized arguments: --profile-step-strat 3").
+        message = _unrecognized(args._parser, args.command, extras, argv)
+        print(f"mindspeed-prof {args.command}: error: {message}", file=sys.stderr)
         return 2
     try:
         return int(args._run(args) or 0)
