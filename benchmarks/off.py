@@ -1,0 +1,121 @@
+"""Figure 1 (off): the launcher on a command line without ``--profile`` flags.
+
+The harness's ``pretrain_gpt.py`` (CPU stand-in for megatron.training over real megatron-core,
+the small GPT) trains as rank 0 of a world of 1, bare and under ``python -m mindspeed_prof.launch``,
+in alternating processes (ABAB...). Compared:
+
+* patched attributes: callables of the loaded megatron / torch.profiler modules that differ
+  between the two processes, plus any carrying mindspeed_prof's patch mark, registry entries and
+  import hooks (target 0);
+* step time: median "elapsed time per iteration" of the training log, launcher over bare. "Within
+  noise" means within the spread of the bare runs' own medians (at least 1 %).
+
+In full mode one more launcher run, with ``--profile`` on the last iteration, shows that the count
+is not blind: it must find the patches that profiling installs.
+"""
+
+import argparse
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+
+from .common import (REPO, STANDIN_DIR, Row, clean_env, emit_rows, interleave, median,
+                     spread_text)
+
+ENTRY = os.path.join(REPO, "benchmarks", "entries", "fingerprinted_pretrain.py")
+STEP_RE = re.compile(r"elapsed time per iteration \(ms\): ([0-9.]+)")
+SKIP_FIRST = 3  # the first iterations warm up allocators and caches
+
+
+def _port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _train(launcher, iterations, tmp, index, extra=()):
+    sys.path.insert(0, os.path.join(REPO, "tests", "harness"))
+    from launch import default_args
+
+    out = os.path.join(tmp, f"fingerprint{index}.json")
+    prefix = ["-m", "mindspeed_prof.launch"] if launcher else []
+    command = [sys.executable, *prefix, ENTRY, *default_args(train_iters=iterations),
+               *map(str, extra)]
+    env = clean_env(PYTHONPATH=os.pathsep.join(filter(None, [STANDIN_DIR,
+                                                             os.environ.get("PYTHONPATH")])),
+                    RANK=0, WORLD_SIZE=1, LOCAL_RANK=0, MASTER_ADDR="127.0.0.1",
+                    MASTER_PORT=_port(), BENCH_FINGERPRINT_OUT=out)
+    done = subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
+    steps = [float(m) for m in STEP_RE.findall(done.stdout)]
+    if done.returncode != 0 or len(steps) != iterations:
+        raise RuntimeError(f"{' '.join(command)} failed (exit {done.returncode}, "
+                           f"{len(steps)} steps logged)\n{done.stdout[-2000:]}\n"
+                           f"{done.stderr[-3000:]}")
+    with open(out) as handle:
+        return {"steps": steps[SKIP_FIRST:], "fingerprint": json.load(handle)}
+
+
+def _patched(bare, launched):
+    """Attributes that differ from the bare process, or that are ours, plus registry/hooks."""
+    a, b = bare["attributes"], launched["attributes"]
+    differing = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    marked = sorted(set(launched["marked"]) - set(differing))
+    return differing + marked, launched["registry"], len(launched["meta_path"])
+
+
+def measure(quick=False):
+    pairs, iterations = (1, 8) if quick else (4, 40)
+    tmp = tempfile.mkdtemp(prefix="mindspeed_prof_bench_off_")
+    bare_runs, launched_runs = interleave(
+        lambda i: _train(False, iterations, tmp, f"a{i}"),
+        lambda i: _train(True, iterations, tmp, f"b{i}"), pairs, warmup=0 if quick else 1)
+    reference = bare_runs[0]["fingerprint"]
+    counts = []
+    for run in launched_runs:
+        names, registry, hooks = _patched(reference, run["fingerprint"])
+        counts.append((len(names) + registry + hooks, names, registry, hooks))
+    # Bare runs against each other: differences there would be nondeterminism, not patches.
+    baseline = max(len(_patched(reference, r["fingerprint"])[0]) for r in bare_runs)
+    worst = max(counts, key=lambda c: c[0])
+    detail = (f"{len(reference['attributes'])} callables compared; bare-vs-bare differences "
+              f"{baseline}; registry entries {worst[2]}, import hooks {worst[3]}")
+    if worst[1]:
+        detail += f"; e.g. {', '.join(worst[1][:4])}"
+    if not quick:
+        probe = _train(True, iterations, tmp, "probe", extra=(
+            "--profile", "--profile-step-start", iterations, "--profile-step-end",
+            iterations + 1, "--profile-save-path", os.path.join(tmp, "profile")))
+        names, registry, hooks = _patched(reference, probe["fingerprint"])
+        detail += (f"; the same count with --profile: "
+                   f"{len(names) + registry + hooks} ({registry} registry entries)")
+    rows = [Row(figure="1 off", compared="patched attributes: launcher without --profile vs bare",
+                value=worst[0], unit="count", spread=f"{len(launched_runs)} runs",
+                target="0", ok=worst[0] == 0, note=detail)]
+
+    bare_medians = [median(r["steps"]) for r in bare_runs]
+    launched_medians = [median(r["steps"]) for r in launched_runs]
+    ratio = median(launched_medians) / median(bare_medians)
+    pair_ratios = [b / a for a, b in zip(bare_medians, launched_medians)]
+    centre = median(bare_medians)
+    noise = max(0.01, max(abs(m / centre - 1) for m in bare_medians))
+    rows.append(Row(
+        figure="1 off", compared="step time: launcher without --profile vs bare loop",
+        value=ratio, unit="x", spread=spread_text(pair_ratios), target="1.00 +- noise",
+        ok=abs(ratio - 1) <= noise,
+        note=(f"{pairs} process pairs x {iterations - SKIP_FIRST} steps; bare step "
+              f"{centre:.1f} ms; noise (bare runs' spread, >= 1 %) +-{noise * 100:.1f} %")))
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    emit_rows(measure(parser.parse_args().quick))
+
+
+if __name__ == "__main__":
+    main()
