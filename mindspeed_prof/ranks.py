@@ -53,7 +53,8 @@ def _parse_item(part):
     if _INT.match(part):
         rank = int(part)
         if rank < 0:
-            raise ConfigError(f"{FLAG} {part} is negative; only -1 (all ranks) may be negative.")
+            raise ConfigError(f"{FLAG} {part} is negative; use global ranks >= 0, or -1 for "
+                              f"every rank.")
         return [rank]
     match = _RANGE.match(part)
     if match:

@@ -135,7 +135,8 @@ def parse_step_ranges(tokens):
     ranges.sort()
     for first, last in ranges:
         if first < 1:
-            raise ConfigError(f"{flag} {first}-{last}: iterations are numbered from 1.")
+            raise ConfigError(f"{flag} {first}-{last}: iterations are numbered from 1, as the "
+                              f"training log prints them; use ranges from 1 on.")
         if last < first:
             raise ConfigError(f"{flag} {first}-{last} runs backwards; write it as {last}-{first}.")
     for (a, b), (c, d) in zip(ranges, ranges[1:]):
