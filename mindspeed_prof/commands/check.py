@@ -24,7 +24,10 @@ def add_arguments(parser):
 def expected_ranks(tokens):
     if tokens is None:
         return None
-    selected = ranks.parse_rank_tokens(tokens)
+    try:
+        selected = ranks.parse_rank_tokens(tokens)
+    except ConfigError as exc:  # the grammar's message names training's flag; this one is --ranks
+        raise ConfigError(str(exc).replace(ranks.FLAG, "--ranks", 1)) from None
     if not selected or not all(isinstance(r, int) for r in selected):
         raise ConfigError(f"--ranks {' '.join(tokens)}: give global ranks (0 2 5) or ranges "
                           f"(0-7); 'all' and selectors need the job's layout, which check "
