@@ -8,6 +8,7 @@ code 2 with one clear line; nothing here prints a traceback for bad input.
 import argparse
 import difflib
 import importlib
+import re
 import sys
 
 from .errors import ConfigError
@@ -20,13 +21,33 @@ def _module(command):
     return importlib.import_module(f"mindspeed_prof.commands.{command.replace('-', '_')}")
 
 
+class _CommandParser(argparse.ArgumentParser):
+    """argparse's own messages for a bad value, completed with what to do."""
+
+    _PATTERNS = (
+        (re.compile(r"^argument (\S+): invalid (int|float) value: (.*)$"),
+         lambda m: f"argument {m[1]}: expected {'an integer' if m[2] == 'int' else 'a number'}, "
+                   f"got {m[3]}; fix the value of {m[1]}"),
+        (re.compile(r"^argument (\S+): expected (one|at least one) argument$"),
+         lambda m: f"argument {m[1]}: give a value after {m[1]}"),
+    )
+
+    def error(self, message):
+        for pattern, rewrite in self._PATTERNS:
+            match = pattern.match(message)
+            if match:
+                message = rewrite(match)
+                break
+        super().error(message)
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="mindspeed-prof",
         description="Profile Megatron-LM / MindSpeed training from --profile* flags, then check "
                     "and summarise the output.")
     parser.add_argument("--version", action="version", version=f"mindspeed-prof {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_CommandParser)
     for command in COMMANDS:
         try:
             module = _module(command)
