@@ -6,11 +6,10 @@ code 2 with one clear line; nothing here prints a traceback for bad input.
 """
 
 import argparse
-import difflib
 import importlib
-import re
 import sys
 
+from .arguments.messages import unrecognized, with_fix
 from .errors import ConfigError
 from .version import __version__
 
@@ -24,21 +23,8 @@ def _module(command):
 class _CommandParser(argparse.ArgumentParser):
     """argparse's own messages for a bad value, completed with what to do."""
 
-    _PATTERNS = (
-        (re.compile(r"^argument (\S+): invalid (int|float) value: (.*)$"),
-         lambda m: f"argument {m[1]}: expected {'an integer' if m[2] == 'int' else 'a number'}, "
-                   f"got {m[3]}; fix the value of {m[1]}"),
-        (re.compile(r"^argument (\S+): expected (one|at least one) argument$"),
-         lambda m: f"argument {m[1]}: give a value after {m[1]}"),
-    )
-
     def error(self, message):
-        for pattern, rewrite in self._PATTERNS:
-            match = pattern.match(message)
-            if match:
-                message = rewrite(match)
-                break
-        super().error(message)
+        super().error(with_fix(message, self, help_hint=f"`{self.prog} --help`"))
 
 
 def build_parser():
@@ -62,24 +48,6 @@ def build_parser():
     return parser
 
 
-def _unrecognized(child, command, extras, argv):
-    """What to say about the first argument ``command``'s parser did not take."""
-    token = extras[0]
-    name = token.split("=", 1)[0]
-    options = {option: action for action in child._actions for option in action.option_strings}
-    if name.startswith("-"):
-        close = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
-        hint = (f"did you mean {close[0]}?" if close
-                else f"see `mindspeed-prof {command} --help` for its options")
-        return f"unrecognized option {name!r}; {hint}"
-    index = argv.index(token) if token in argv else -1
-    switch = argv[index - 1] if index > 0 else None
-    if switch in options and options[switch].nargs == 0:
-        return (f"{switch} takes no value; drop {token!r} (give {switch} to turn it on, leave "
-                f"it out for off)")
-    return f"unexpected argument {token!r}; see `mindspeed-prof {command} --help`"
-
-
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -89,7 +57,8 @@ def main(argv=None):
         return 2
     if extras:
         # argparse would name the token only ("unrecognized arguments: --profile-step-strat 3").
-        message = _unrecognized(args._parser, args.command, extras, argv)
+        message = unrecognized(args._parser, extras, argv,
+                               help_hint=f"`mindspeed-prof {args.command} --help`")
         print(f"mindspeed-prof {args.command}: error: {message}", file=sys.stderr)
         return 2
     try:
