@@ -13,6 +13,7 @@ import sys
 
 from mindspeed_prof.arguments import add_profile_args, config_from_args
 from mindspeed_prof.arguments.argv import ints_only_ranks_argv, rank_tokens
+from mindspeed_prof.arguments.messages import with_fix
 from mindspeed_prof.errors import ConfigError
 from mindspeed_prof.patches import sigterm
 from mindspeed_prof.patches.state import state, usage_exit
@@ -78,6 +79,16 @@ def _add_flags_when_parsing(parser):
                 sys.argv[:] = saved
 
         setattr(parser, name, parse_with_profile_flags)
+
+    error = parser.error
+
+    def error_with_fix(message):
+        # argparse's words name the token, not the fix (Megatron defines --profile-step-start
+        # as a plain int). The process ends here: the "chain not connected" note would be noise.
+        state.usage_error = True
+        error(with_fix(message, parser, sys.argv[1:], help_hint=f"`{parser.prog} --help`"))
+
+    parser.error = error_with_fix
 
 
 def mindspeed_prof_validate_args_wrapper(validate_args):
