@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -360,14 +361,20 @@ def test_console_script_exits_2_with_one_line_and_no_traceback(tmp_path):
     assert result.stderr.count("\n") == 1 and "--profile-ranks 'x'" in result.stderr
 
 
-def test_training_with_an_invalid_flag_exits_2_before_building_anything(tmp_path):
+@pytest.mark.parametrize("bad, message", [
+    (["--profile-level", "Level9"],
+     "--profile-level 'Level9' is not one of level_none, level0, level1, level2"),
+    (["--profile-levl", "level1"], "unrecognized option '--profile-levl'; did you mean "
+                                   "--profile-level?"),
+], ids=["bad value", "mistyped flag"])
+def test_training_with_an_invalid_flag_exits_2_with_one_clear_message(tmp_path, bad, message):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(STANDIN_DIR),
                                                        os.environ.get("PYTHONPATH", "")]),
            "MINDSPEED_PROF_AUTOLOAD": "0", "TORCHDYNAMO_DISABLE": "1"}
     result = subprocess.run([sys.executable, "-m", "mindspeed_prof.launch", str(ENTRY_SCRIPT),
-                             *default_args(), "--profile", "--profile-level", "Level9"],
+                             *default_args(), "--profile", *bad],
                             capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
     assert result.returncode == 2, result.stderr[-2000:]
-    assert "--profile-level 'Level9' is not one of level_none, level0, level1, level2" in \
-        result.stderr
+    assert message in result.stderr
     assert "Traceback" not in result.stderr
+    assert "chain was not connected" not in result.stderr
