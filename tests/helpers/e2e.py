@@ -33,3 +33,31 @@ def tracebacks_from_training(run):
     return [line for line in run.stderr.splitlines()
             if line.strip().startswith("File ") and any(
                 part in line for part in ("mindspeed_prof", "megatron", "pretrain_gpt", "patches/"))]
+
+
+def check(save_path, *extra):
+    """``mindspeed-prof check SAVE_PATH --json`` in this process: (exit code, report)."""
+    import contextlib
+    import io
+    import json
+
+    from mindspeed_prof import cli
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli.main(["check", str(save_path), "--json", *map(str, extra)])
+    return code, json.loads(out.getvalue())
+
+
+def verdicts(report):
+    """Rank -> check's verdict."""
+    return {entry["rank"]: entry["verdict"] for entry in report["ranks"]}
+
+
+def worker_exit_codes(run):
+    """Global rank -> exit code of every worker torchrun reported as failed (signals negative)."""
+    import re
+
+    found = re.findall(r"rank\s*:\s*(\d+) \(local_rank: \d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)",
+                       run.stderr)
+    return {int(rank): int(code) for rank, code in found}

@@ -1,0 +1,103 @@
+"""Every way a training run can end inside the profiling window flushes the trace of every profiled
+rank, records in its manifest how the run ended, and leaves the training's own failure (exception,
+exit code, signal) exactly as it would have been without the profiler.
+
+Each test is one 2-rank torchrun job of 6 iterations profiling iterations 3-4; the failure strikes
+in iteration 4.
+"""
+
+import pytest
+
+from helpers.e2e import (check, env_for, profile_flags, tracebacks_from_training, train, verdicts,
+                         worker_exit_codes)
+from helpers.traces import manifest, step_ids, torch_traces
+
+pytestmark = pytest.mark.e2e
+
+INJECTED = "RuntimeError: HARNESS_RAISE_AT_ITER: injected failure at iteration 4"
+
+
+def flags(save, ranks=("-1",)):
+    return profile_flags(save, ranks, 3, 5)
+
+
+def assert_flushed_and_checked(save, ranks):
+    """Each rank's trace is on disk with iteration 3 recorded, and `check` accepts them all."""
+    for rank in ranks:
+        traces = torch_traces(save)
+        mine = [t for t in traces if f"/rank{rank}." in t]
+        assert len(mine) == 1, traces
+        assert 3 in step_ids(mine[0])
+        assert manifest(save, rank)["status"] == "complete"
+    code, report = check(save)
+    assert code == 0 and verdicts(report) == {rank: "valid" for rank in ranks}, report
+
+
+def test_exception_in_the_window_flushes_every_rank_and_propagates_unchanged(tmp_path):
+    save = tmp_path / "prof"
+    run = train(tmp_path, flags(save), env=env_for(tmp_path, HARNESS_RAISE_AT_ITER=4))
+    assert run.returncode != 0
+    assert_flushed_and_checked(save, [0, 1])
+    exits = worker_exit_codes(run)
+    assert set(exits) == {0, 1}, run.describe()
+    for rank in (0, 1):
+        ended = manifest(save, rank)["exit"]
+        if exits[rank] == 1:  # the rank's own exception, as Megatron raised it
+            assert ended == {"reason": "exception", "detail": INJECTED}
+            assert run.report(rank)["end"]["repr"] == repr(RuntimeError(INJECTED.split(": ", 1)[1]))
+        else:  # torchrun stopped it first, after the other rank failed
+            assert exits[rank] == -15 and ended == {"reason": "signal", "detail": "SIGTERM"}
+    assert 1 in exits.values(), run.describe()
+    assert f"[rank0]: {INJECTED}" in run.stderr or f"[rank1]: {INJECTED}" in run.stderr
+
+
+@pytest.mark.parametrize("exit_flags, env", [
+    (["--exit-signal-handler"], {"HARNESS_SIGNAL_AT_ITER": 4}),
+    (["--exit-duration-in-mins", "5"], {"HARNESS_CLOCK_AHEAD_AT_ITER": "4:600"}),
+], ids=["exit-signal-handler", "exit-duration-in-mins"])
+def test_megatron_sys_exit_in_the_window_flushes_and_keeps_the_exit_code(tmp_path, exit_flags,
+                                                                          env):
+    save = tmp_path / "prof"
+    run = train(tmp_path, flags(save) + exit_flags, env=env_for(tmp_path, **env)).check()
+    for rank in (0, 1):
+        assert run.report(rank)["sys_exit_in_train"] == {"code": 0, "iteration": 4}
+        assert run.report(rank)["end"] == {"how": "sys_exit", "code": 0}
+        data = manifest(save, rank)
+        assert data["exit"] == {"reason": "sys.exit", "detail": "exit code 0"}
+        assert data["windows"][0]["iterations_recorded"] == [3, 4]
+    assert_flushed_and_checked(save, [0, 1])
+
+
+def test_torchrun_sigterm_after_another_rank_failed_flushes_the_surviving_rank(tmp_path):
+    # Rank 1 fails in iteration 4 while rank 0 sleeps in the same iteration, outside any
+    # collective: rank 0 learns of the failure only from torchrun's SIGTERM.
+    save = tmp_path / "prof"
+    env = env_for(tmp_path, HARNESS_RAISE_AT_ITER="4@1", HARNESS_SLEEP_AT_ITER="4:60@0")
+    run = train(tmp_path, flags(save), env=env)
+    assert worker_exit_codes(run) == {0: -15, 1: 1}, run.describe()
+    assert run.duration_s < 45, "rank 0 must die of SIGTERM, not sleep out its 60 s"
+    assert run.report(0)["signals"] == ["SIGTERM"]
+    assert manifest(save, 0)["exit"] == {"reason": "signal", "detail": "SIGTERM"}
+    assert manifest(save, 1)["exit"] == {"reason": "exception", "detail": INJECTED}
+    assert_flushed_and_checked(save, [0, 1])
+
+
+def test_keyboard_interrupt_in_the_window_flushes_and_the_rank_still_dies_of_sigint(tmp_path):
+    save = tmp_path / "prof"
+    env = env_for(tmp_path, HARNESS_SIGNAL_AT_ITER="4@0", HARNESS_SIGNAL="INT")
+    run = train(tmp_path, flags(save, ranks=("0",)), env=env)
+    assert worker_exit_codes(run)[0] == -2, run.describe()  # Python's KeyboardInterrupt exit
+    assert run.report(0)["end"]["type"] == "KeyboardInterrupt"
+    assert manifest(save, 0)["exit"] == {"reason": "interrupted",
+                                         "detail": "KeyboardInterrupt (SIGINT)"}
+    assert_flushed_and_checked(save, [0])
+
+
+def test_a_window_that_exit_interval_would_cut_is_refused_before_any_step(tmp_path):
+    save = tmp_path / "prof"
+    run = train(tmp_path, profile_flags(save, ("-1",), 3, 6) + ["--exit-interval", "4"])
+    assert set(worker_exit_codes(run).values()) <= {2, -15} and 2 in worker_exit_codes(run).values()
+    assert ("--profile-step-end 6 needs iterations up to 5, but --exit-interval stops training "
+            "after iteration 4; use --profile-step-end 5 (or -1 for the end)") in run.stderr
+    assert all(report["train_step_iterations"] == [] for report in run.reports.values())
+    assert tracebacks_from_training(run) == [] and not torch_traces(save)
