@@ -387,8 +387,9 @@ class ProfilerManager:
                                                    f"{self._window['start']} completed; nothing "
                                                    f"was profiled")
             if wait and not self.wait(wait_timeout):
-                self.report("error", "stop", f"the trace was still being written after "
-                                             f"{wait_timeout} s when the process ended")
+                self.report("error", "stop", f"the trace was still being written when the "
+                                             f"process ended (waited at most {wait_timeout} s); "
+                                             f"it is incomplete")
             if self.manifest is not None:
                 self._finish_manifest(reason, detail)
             if self._watcher is not None:

@@ -23,6 +23,7 @@ class Backend:
         self.saved = threading.Event()  # set once this window's data is on disk (or failed)
         self.failed = False
         self.on_saved = None  # the manager's callback, run when the data reaches disk
+        self.saving_thread = None  # ident of the thread writing/parsing right now, if any
 
     def _mark_saved(self):
         self.saved.set()
@@ -51,6 +52,10 @@ class Backend:
 
     def wait(self, timeout=None):
         """Wait for background export/parse to finish; True when nothing is pending."""
+        if self.saving_thread == threading.get_ident():
+            # A signal handler interrupted this thread's own synchronous save: waiting for it
+            # would only burn the grace time before SIGKILL.
+            return False
         return self.saved.wait(timeout)
 
     def pending_note(self):

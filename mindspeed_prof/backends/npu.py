@@ -102,9 +102,13 @@ class NpuBackend(Backend):
                                  "above); data would go to ./export_only_prof_dir instead")
 
         def on_trace_ready(prof):
-            if handler is not None:
-                handler(prof)
-            self._after_save()
+            self.saving_thread = threading.get_ident()  # a sync parse runs right here
+            try:
+                if handler is not None:
+                    handler(prof)
+                self._after_save()
+            finally:
+                self.saving_thread = None
 
         kwargs = npu_options.profile_kwargs(config, tp, experimental, schedule, on_trace_ready)
         self._prof = self._call("start", tp.profile, **kwargs)
