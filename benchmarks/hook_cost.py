@@ -10,6 +10,7 @@ hook reads ``get_args().curr_iteration`` instead, measured as its own row.
 
 import argparse
 import gc
+import importlib.machinery
 import sys
 import tempfile
 import types
@@ -79,19 +80,31 @@ def _added_ns(bare, wrapped, loop, n, reps, base):
     return [(tb - ta) / n for ta, tb in zip(a, b)], median(a) / n
 
 
+def _loaded_module(name, package):
+    """An empty module that looks imported to the import system: a spec no longer initialising
+    (without it every ``from ... import`` raises and clears an AttributeError inside CPython)."""
+    module = types.ModuleType(name)
+    module.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=package)
+    module.__spec__._initializing = False
+    if package:
+        module.__path__ = []
+    return module
+
+
 def _megatron_args():
     """Megatron's global args where the hook looks them up (``megatron.training.global_vars``),
-    as modules already imported, which they are by the time Megatron trains. Stubs, so this
-    micro-benchmark need not import Megatron: the cost measured is the hook's import statement
-    and ``get_args()`` call, the same whatever the modules hold."""
+    in modules that are already imported, as they are by the time Megatron trains. Stand-ins, so
+    this micro-benchmark need not import Megatron: what is measured is the hook's import
+    statement and ``get_args()`` call, which cost the same whatever the modules hold."""
     class Args:
         curr_iteration = 0
 
     args = Args()
-    for name in ("megatron", "megatron.training", "megatron.training.global_vars"):
+    names = ("megatron", "megatron.training", "megatron.training.global_vars")
+    for name in names:
         if name in sys.modules:
             raise RuntimeError(f"{name} is already imported; run this figure in its own process")
-        sys.modules[name] = types.ModuleType(name)
+        sys.modules[name] = _loaded_module(name, package=name != names[-1])
     sys.modules["megatron"].training = sys.modules["megatron.training"]
     sys.modules["megatron.training"].global_vars = sys.modules["megatron.training.global_vars"]
     sys.modules["megatron.training.global_vars"].get_args = lambda: args
