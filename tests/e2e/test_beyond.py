@@ -72,3 +72,9 @@ def test_trigger_while_training_runs_profiles_the_same_iterations_on_every_rank(
     status = subprocess.run([sys.executable, "-m", "mindspeed_prof.cli", "trigger", str(request),
                              "--status"], capture_output=True, text=True)
     assert status.returncode == 0 and status.stdout.count("idle") == 2
+
+
+def test_data_parallel_coordinate_filter_selects_the_second_replica(tmp_path):
+    save = tmp_path / "prof"
+    run = train(tmp_path, profile_flags(save, ranks=("dp=1",), start=2, end=3)).check()
+    assert [rank_of(p) for p in torch_traces(save)] == [1], run.describe()

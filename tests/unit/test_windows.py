@@ -1,5 +1,6 @@
 """Several windows, on-demand triggers and the disk budget, on a plain loop with torch.profiler."""
 
+import json
 import os
 
 import pytest
@@ -152,3 +153,13 @@ def test_trigger_status_lists_each_rank(tmp_path, capsys):
         "running", window=[5, 7])
     assert main(["trigger", path, "--status"]) == 0
     assert "3     running   5-6" in capsys.readouterr().out
+
+
+def test_check_and_summary_read_the_several_windows_layout(tmp_path, capsys):
+    run_loop(config(tmp_path, profile_step_start=2, profile_step_end=4, profile_every=4), 9)
+    capsys.readouterr()
+    assert main(["check", str(tmp_path / "prof"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    windows = sorted(tuple(run["window"]) for rank in report["ranks"] for run in rank["runs"])
+    assert windows == [(2, 4), (6, 8)]
+    assert main(["summary", str(tmp_path / "prof"), "--json"]) == 0
