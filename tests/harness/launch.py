@@ -9,8 +9,10 @@ import json
 import os
 import pathlib
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 HARNESS_DIR = pathlib.Path(__file__).resolve().parent
@@ -205,3 +207,62 @@ def run_script(script_path=LAUNCH_SCRIPT, args=(), *, tmp_path=None, nproc=2, en
         env = harness_env(tmp_path)
     env = {**env, "NPROC": str(nproc)}
     return _run(["bash", str(script_path), *map(str, args)], env, cwd or tmp_path, timeout)
+
+
+def _free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def run_nodes(args=(), *, tmp_path=None, nnodes=2, nproc=2, env=None, cwd=None, timeout=240,
+              launcher_prefix=(), script=ENTRY_SCRIPT):
+    """A multi-node job on this machine: ``nnodes`` torchrun agents, ``nproc`` workers each,
+    joined by c10d rendezvous on 127.0.0.1 (global ranks, ``GROUP_RANK``, ``LOCAL_RANK`` as on
+    separate nodes). One ``TrainingRun``: the first non-zero agent status, outputs in agent order.
+    """
+    if env is None:
+        if tmp_path is None:
+            raise ValueError("run_nodes needs env= or tmp_path= to know where reports go")
+        env = harness_env(tmp_path)
+    cwd = cwd or tmp_path
+    port = _free_port()
+    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(nnodes),
+               "--nproc-per-node", str(nproc), "--rdzv-backend", "c10d",
+               "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", f"harness-{port}",
+               *launcher_prefix, str(script), *default_args(), *map(str, args)]
+    report_dir = env.get("HARNESS_REPORT_DIR")
+    if report_dir:
+        _clear_reports(report_dir)
+    start, agents = time.monotonic(), []
+    for _ in range(nnodes):
+        out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+        agents.append((subprocess.Popen(command, env=env, cwd=cwd, stdout=out, stderr=err,
+                                        text=True, start_new_session=True), out, err))
+    timed_out, codes = False, []
+    for process, _, _ in agents:
+        try:
+            codes.append(process.wait(timeout=max(1.0, timeout - (time.monotonic() - start))))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            for other, _, _ in agents:
+                if other.poll() is None:
+                    os.killpg(other.pid, signal.SIGKILL)
+                    other.wait()
+            break
+    outputs = []
+    for _, out, err in agents:
+        out.seek(0)
+        err.seek(0)
+        outputs.append((out.read(), err.read()))
+        out.close()
+        err.close()
+    return TrainingRun(
+        command=[str(part) for part in command],
+        returncode=None if timed_out else next((code for code in codes if code), 0),
+        stdout="".join(o for o, _ in outputs),
+        stderr="".join(e for _, e in outputs),
+        reports=_read_reports(report_dir) if report_dir else {},
+        duration_s=time.monotonic() - start,
+        timed_out=timed_out,
+    )
