@@ -9,7 +9,11 @@ way out it writes JSON to ``$BENCH_FINGERPRINT_OUT``:
 * ``marked``: those whose ``__wrapped__`` chain carries mindspeed_prof's patch mark, or whose code
   lives in mindspeed_prof;
 * ``registry``: patches mindspeed_prof's registry holds (0 when it was never imported);
-* ``meta_path``: import hooks of mindspeed_prof's in ``sys.meta_path``.
+* ``meta_path``: import hooks of mindspeed_prof's in ``sys.meta_path``;
+* ``step_cpu_ns``: the process's CPU time between successive training-log lines, i.e. per
+  iteration. Read off the log as it is written (stdout is observed, nothing of Megatron's is
+  touched): CPU time, unlike the log's wall time, does not grow when other work on a shared
+  machine takes the core away.
 """
 
 import inspect
@@ -17,6 +21,7 @@ import json
 import os
 import runpy
 import sys
+import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HARNESS = os.path.join(REPO, "tests", "harness")
@@ -78,15 +83,37 @@ def fingerprint():
             "registry": len(registry.registry.patches) if registry else 0, "meta_path": hooks}
 
 
+class StepClock:
+    """Stands in for stdout; notes the process CPU time at every iteration log line."""
+
+    MARK = "elapsed time per iteration"
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.stamps = []
+
+    def write(self, text):
+        if self.MARK in text:
+            self.stamps.append(time.process_time_ns())
+        return self.stream.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
 def main():
     script = os.path.join(HARNESS, "pretrain_gpt.py")
     sys.argv[0] = script
     sys.path[0] = HARNESS
+    clock = sys.stdout = StepClock(sys.stdout)
     try:
         runpy.run_path(script, run_name="__main__")
     finally:
+        sys.stdout = clock.stream
+        record = fingerprint()
+        record["step_cpu_ns"] = [b - a for a, b in zip(clock.stamps, clock.stamps[1:])]
         with open(os.environ["BENCH_FINGERPRINT_OUT"], "w") as handle:
-            json.dump(fingerprint(), handle)
+            json.dump(record, handle)
 
 
 if __name__ == "__main__":
