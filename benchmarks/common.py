@@ -97,6 +97,17 @@ def now_ns():
     return time.perf_counter_ns()
 
 
+def clocks_ns():
+    """(wall, process CPU) now. CPU time is the estimator for work that may be preempted: on a
+    shared machine other jobs stretch wall time at random, not the CPU time a step needs."""
+    return time.perf_counter_ns(), time.process_time_ns()
+
+
+def since_ns(start):
+    wall, cpu = clocks_ns()
+    return wall - start[0], cpu - start[1]
+
+
 def clean_env(**overrides):
     """This interpreter's environment without profiling switches, one intra-op thread (the
     harness's setting: stable timings on 2 cores, and a core left for background export)."""

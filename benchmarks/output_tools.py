@@ -156,7 +156,8 @@ def measure(quick=False):
             value=rate, unit="MB/s", spread=spread_text(rates, "{:.0f}"),
             target=f">= {TARGET_MBPS} MB/s", ok=rate >= TARGET_MBPS,
             note=(f"{reps} runs; {nbytes / MB:.0f} MB in {median(times(name)):.2f} s wall, "
-                  f"{cpu(name):.2f} s CPU over all its processes; start-up included")))
+                  f"{cpu(name):.2f} s CPU over all its processes ({nbytes / MB / cpu(name):.0f} "
+                  f"MB per CPU-second); start-up included")))
         peak = median(peaks(name))
         rows.append(Row(
             figure="5 check+summary", compared=f"`{name}` peak memory (PSS of its processes)",
