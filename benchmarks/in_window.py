@@ -21,9 +21,11 @@ from .profiled import end_hook_window, hand_written, hook_window, hooked
 TARGET = 1.03
 
 
-def measure(quick=False):
+def measure(quick=False, model=None):
+    """``model``: a TinyGPT to share with another figure (this one then leaves it open)."""
     rounds, active = (2, 3) if quick else (16, 8)
-    model = TinyGPT()
+    owned = model is None
+    model = TinyGPT() if owned else model
     bare = model.train_step
     wrapped = hooked(bare)
     counter = 0
@@ -72,7 +74,8 @@ def measure(quick=False):
         a_runs, b_runs, aa_runs = interleave_all([by_hand, by_hook, by_hand], rounds,
                                                  warmup=0 if quick else 1)
     finally:
-        model.close()
+        if owned:
+            model.close()
         shutil.rmtree(tmp, ignore_errors=True)
     def steps(runs, clock):
         return [t[clock] for run in runs for t in run]

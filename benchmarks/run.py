@@ -65,25 +65,36 @@ def load():
         return "?"
 
 
+# Figures that share one process (and one model) when both are asked for.
+SHARED = {(3, 4): ("windows", "in the window and at its end")}
+
+
 def run_figure(number, quick):
-    module, title = FIGURES[number]
+    module, title = FIGURES[number] if isinstance(number, int) else SHARED[number]
+    label = str(number) if isinstance(number, int) else "+".join(map(str, number))
     started = time.monotonic()
-    print(f"[{number}] {title} ...", file=sys.stderr, flush=True)
+    print(f"[{label}] {title} ...", file=sys.stderr, flush=True)
     try:
         rows = run_worker(module, ["--quick"] if quick else [])
     except Exception as exc:  # noqa: BLE001 - one broken figure must not hide the others
-        rows = [Row(figure=f"{number} {module}", compared=title, value=float("nan"), unit="",
+        rows = [Row(figure=f"{label} {module}", compared=title, value=float("nan"), unit="",
                     spread="", target="", ok=False, failed=True,
                     note=f"did not run: {str(exc)[:1500]}")]
-    print(f"[{number}] done in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+    print(f"[{label}] done in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
     return rows
 
 
 def run_figures(numbers, quick, jobs=1):
     """Rows of every figure, in figure order. ``jobs`` > 1 runs figures side by side, which
     disturbs their timings: for the smoke mode only."""
+    units = list(numbers)
+    for group in SHARED:
+        if all(n in units for n in group):
+            units[units.index(group[0])] = group
+            for n in group[1:]:
+                units.remove(n)
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = list(pool.map(lambda n: run_figure(n, quick), numbers))
+        results = list(pool.map(lambda n: run_figure(n, quick), units))
     return [row for rows in results for row in rows]
 
 

@@ -38,10 +38,12 @@ def _summary(times, lead):
             "recorded": median(times[lead + 1:end]) / normal, "normal_ms": normal / 1e6}
 
 
-def measure(quick=False):
+def measure(quick=False, model=None):
+    """``model``: a TinyGPT to share with another figure (this one then leaves it open)."""
     windows, lead, after = (1, 4, 2) if quick else (10, 8, 3)
     steps = lead + 1 + ACTIVE + after
-    model = TinyGPT()
+    owned = model is None
+    model = TinyGPT() if owned else model
     bare = model.train_step
     wrapped = hooked(bare)
     counter = 0
@@ -91,7 +93,8 @@ def measure(quick=False):
         series = interleave_all([by_hook("async"), by_hook("sync"), by_hand], windows,
                                 warmup=0 if quick else 1)
     finally:
-        model.close()
+        if owned:
+            model.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
     rows = []
