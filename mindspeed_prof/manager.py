@@ -41,6 +41,36 @@ def _nothing(iteration):
     return None
 
 
+def check_save_path(path, rank, backend_name):
+    """ConfigError unless this rank can write ``path`` (and torch_npu would accept its name)."""
+    if backend_name == "npu":
+        from .backends.npu_options import unsupported_path_reason
+        reason = unsupported_path_reason(os.path.abspath(path))
+        if reason:
+            raise ConfigError(f"--profile-save-path {path} {reason}; choose another directory.")
+    probe = os.path.join(path, f".mindspeed_prof_write_test.{os.getpid()}")
+    try:
+        os.makedirs(path, exist_ok=True)
+        with open(probe, "w") as handle:
+            handle.write("ok")
+        os.unlink(probe)
+    except OSError as exc:
+        raise ConfigError(f"--profile-save-path {path} is not writable on rank {rank} "
+                          f"({exc.strerror or exc}); choose a writable directory.") from None
+
+
+def preflight(config, *, rank, world_size):
+    """The checks that need no training state, run as soon as the flags are parsed (before the
+    model is built): the ranks exist, and a rank that will profile has a working backend and a
+    writable save path. Raises ConfigError. Rank selectors are resolved later, in arm()."""
+    if not config.profile or ranks.needs_topology(config.profile_ranks):
+        return
+    selected = ranks.resolve(config.profile_ranks, world_size)
+    if rank in selected or config.profile_trigger_file:
+        backend_name, _ = backends.choose(config)
+        check_save_path(config.profile_save_path, rank, backend_name)
+
+
 class ProfilerManager:
     _live = None
     _live_lock = threading.Lock()
@@ -97,7 +127,7 @@ class ProfilerManager:
                                            train_iters=train_iters, exit_interval=exit_interval)
                 self._announce()
             if self.active:
-                self._prepare_save_path()
+                check_save_path(self.save_path, self.rank, self.backend_name)
                 self._budget = budget.RankBudget(self.config, self.backend_name,
                                                  self.selected_ranks)
                 self._budget.check_start(self._plans, self.save_path,
@@ -139,23 +169,6 @@ class ProfilerManager:
         shown = ", ".join(p.describe() for p in self._plans[:3])
         more = f" and {len(self._plans) - 3} more windows" if len(self._plans) > 3 else ""
         log.info(f"profiling rank(s) {_short(self.selected_ranks)} at {shown}{more} -> {where}")
-
-    def _prepare_save_path(self):
-        path = self.save_path
-        if self.backend_name == "npu":
-            from .backends.npu_options import unsupported_path_reason
-            reason = unsupported_path_reason(os.path.abspath(path))
-            if reason:
-                raise ConfigError(f"--profile-save-path {path} {reason}; choose another directory.")
-        probe = os.path.join(path, f".mindspeed_prof_write_test.{os.getpid()}")
-        try:
-            os.makedirs(path, exist_ok=True)
-            with open(probe, "w") as handle:
-                handle.write("ok")
-            os.unlink(probe)
-        except OSError as exc:
-            raise ConfigError(f"--profile-save-path {path} is not writable on rank {self.rank} "
-                              f"({exc.strerror or exc}); choose a writable directory.") from None
 
     def _selected_on_this_node(self):
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", 0) or 0)

@@ -25,6 +25,7 @@ import socket
 import threading
 import time
 
+from . import log
 from .version import __version__
 
 SCHEMA = 1
@@ -36,6 +37,7 @@ class Manifest:
                  selected_ranks=None, parallel=None, versions=None):
         self.path = path
         self._lock = threading.Lock()  # the export thread and the training thread both save
+        self._write_failed = False
         self.data = {
             "schema": SCHEMA,
             "tool": "mindspeed_prof",
@@ -104,14 +106,20 @@ class Manifest:
             with open(tmp, "w") as handle:
                 json.dump(self.data, handle, indent=2, default=str)
             os.replace(tmp, self.path)
-        except OSError:
+        except OSError as exc:
             # The manifest reports on the profile; failing to write it (disk full, save path
-            # gone) must not become the training's failure. The caller logs the rank's state.
+            # gone) must not become the training's failure, but it must not go unsaid either.
             try:
                 os.unlink(tmp)
             except OSError:
                 pass
+            if not self._write_failed:
+                self._write_failed = True
+                log.error(f"cannot write {self.path} ({exc.strerror or exc}): this rank's manifest "
+                          f"is out of date; free space on --profile-save-path",
+                          rank=self.data.get("rank"))
             return False
+        self._write_failed = False
         return True
 
 

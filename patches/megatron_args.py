@@ -15,6 +15,7 @@ from mindspeed_prof.arguments import add_profile_args, config_from_args
 from mindspeed_prof.arguments.argv import ints_only_ranks_argv, rank_tokens
 from mindspeed_prof.arguments.messages import with_fix
 from mindspeed_prof.errors import ConfigError
+from mindspeed_prof.manager import preflight
 from mindspeed_prof.patches import sigterm
 from mindspeed_prof.patches.state import state, usage_exit
 from mindspeed_prof.ranks import parse_rank_tokens
@@ -120,6 +121,10 @@ def take_ownership(args):
                    "beside mindspeed_prof's (torch fails with 'Profiler is already enabled on this "
                    "thread'); drop --use-pytorch-profiler: mindspeed_prof writes the trace.",
                    rank=rank, show=rank == 0)
+    try:
+        preflight(config, rank=rank, world_size=int(getattr(args, "world_size", 1) or 1))
+    except ConfigError as exc:
+        usage_exit(str(exc), rank=rank)
     # The one documented write to args: the host's own profilers see profiling as off.
     args.profile = False
     hook_training_loop()

@@ -170,10 +170,18 @@ class NpuBackend(Backend):
     def pending_note(self):
         if self.config.profile_analyse == "offline":
             return "raw data only (--profile-analyse offline): run `mindspeed-prof analyse`"
-        if self._async and not all(os.path.isdir(os.path.join(r, layout.ASCEND_OUTPUT_DIR))
-                                   for r in self.outputs()):
+        if self._async and not all(self._parsed(run) for run in self.outputs()):
             return "torch_npu is parsing in a child process (--profile-analyse async)"
         return None
+
+    def _parsed(self, run):
+        """torch_npu >= 2.10 marks a finished parse with analyse.done; older ones leave no marker,
+        so the output folder is the best sign there (``mindspeed-prof check`` verifies it)."""
+        output = os.path.join(run, layout.ASCEND_OUTPUT_DIR)
+        marker_known = (npu_options.version_tuple(self.version) or (0, 0)) >= (2, 10)
+        if marker_known:
+            return os.path.exists(os.path.join(output, "analyse.done"))
+        return os.path.isdir(output)
 
 
 # torch_npu's own [ERROR] lines say what broke, not what to do; training goes on either way.

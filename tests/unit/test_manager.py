@@ -186,3 +186,22 @@ def test_async_export_does_not_block_the_training_loop(tmp_path, monkeypatch):
             assert time.monotonic() - began < 1.0, f"iteration {iteration} waited for the export"
     assert step_ids(torch_traces(tmp_path / "prof")[0]) == [3, 4]
     assert manifest(tmp_path / "prof", 0)["status"] == "complete"
+
+
+def test_a_manifest_that_cannot_be_written_is_said_once(tmp_path, capsys):
+    from mindspeed_prof.manifest import Manifest
+    manifest_file = Manifest(str(tmp_path / "gone" / "profile_manifest_rank3.json"), rank=3,
+                             world_size=4, backend="torch", config=config(tmp_path))
+    assert manifest_file.save() is False and manifest_file.save() is False
+    err = capsys.readouterr().err
+    assert err.count("rank 3] ERROR: cannot write") == 1 and "free space" in err
+
+
+def test_preflight_fails_fast_on_an_unwritable_save_path_of_a_profiled_rank(tmp_path):
+    from mindspeed_prof.manager import preflight
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    cfg = config(tmp_path, profile_save_path=str(blocker / "prof"), profile_ranks=(1,))
+    preflight(cfg, rank=0, world_size=2)  # rank 0 does not profile: nothing to check
+    with pytest.raises(ConfigError, match="is not writable on rank 1"):
+        preflight(cfg, rank=1, world_size=2)
