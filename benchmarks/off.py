@@ -10,9 +10,9 @@ the machine loads both; pairs repeat, the one started first alternating. Compare
   import hooks (target 0);
 * step time: per pair, B's median CPU time per iteration over A's (the process CPU time between
   successive training-log lines, which other load on the machine does not inflate); the figure
-  is the median over pairs, and the same for the log's wall-clock "elapsed time per iteration"
-  is in the note. "Within noise" means within what pairs of two bare runs (A/A,
-  run between the A/B pairs) show, and at least 1 %.
+  is the median over pairs. The note gives the same ratio for the log's wall-clock "elapsed time
+  per iteration". "Within noise" means within what pairs of two bare runs (A/A, run between the
+  A/B pairs) show, and at least 1 %.
 
 In full mode one more launcher run, with ``--profile`` on the last iteration, shows that the count
 is not blind: it must find the patches that profiling installs.
