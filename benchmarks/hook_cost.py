@@ -112,8 +112,12 @@ def _megatron_args():
 
 
 def measure(quick=False):
+    with tempfile.TemporaryDirectory(prefix="mindspeed_prof_bench_hook_") as tmp:
+        return _measure(quick, tmp)
+
+
+def _measure(quick, tmp):
     n, reps = (20_000, 3) if quick else (200_000, 15)
-    tmp = tempfile.mkdtemp(prefix="mindspeed_prof_bench_hook_")
     wrapped = mindspeed_prof_train_step_wrapper(train_step)
     wrapped_0_15 = mindspeed_prof_train_step_wrapper(train_step_0_15)
     args = _megatron_args()

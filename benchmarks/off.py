@@ -87,8 +87,12 @@ def _pair_ratio(a, b, key="cpu"):
 
 
 def measure(quick=False):
+    with tempfile.TemporaryDirectory(prefix="mindspeed_prof_bench_off_") as tmp:
+        return _measure(quick, tmp)
+
+
+def _measure(quick, tmp):
     pairs, aa_pairs, iterations = (1, 0, 8) if quick else (6, 3, 40)
-    tmp = tempfile.mkdtemp(prefix="mindspeed_prof_bench_off_")
     if not quick:
         _side_by_side(False, True, iterations, tmp, "warmup")  # caches, bytecode
     bare_runs, launched_runs, ratios, wall_ratios, aa_ratios = [], [], [], [], []
