@@ -113,7 +113,9 @@ class ProfilerManager:
         except BaseException:
             self._release()
             raise
-        if not (self.active or self.polling):
+        # Nothing to do per step on this rank: no window, no trigger check.
+        self.idle = not (self.active or self.polling)
+        if self.idle:
             self.step_begin = self.step_end = _nothing
 
     # -- start-up -----------------------------------------------------------------------------
@@ -285,9 +287,9 @@ class ProfilerManager:
             new = [p for p in backend.outputs() if os.path.relpath(p, base) not in window["files"]]
             for path in new:
                 log.info(f"wrote {path}", rank=self.rank)
-            self.manifest.add_files(new, window)
+            self.manifest.add_files(new, window, save=False)
             window["status"] = status = backend.status()
-            self.manifest.set_status(overall_status(self.manifest.data["windows"]))
+            self.manifest.set_status(overall_status(self.manifest.data["windows"]))  # one write
             if self._watcher is not None and self._state != "running":
                 self._watcher.set_state(trigger.STATE_OF_STATUS.get(status, status),
                                         window=[window["start"], window["end"]])

@@ -85,7 +85,7 @@ class Manifest:
             entries.append(entry)
             self.save()
 
-    def add_files(self, paths, window=None):
+    def add_files(self, paths, window=None, save=True):
         base = os.path.dirname(self.path)
         for path in paths:
             rel = os.path.relpath(path, base)
@@ -93,7 +93,8 @@ class Manifest:
                 self.data["files"].append(rel)
             if window is not None and rel not in window["files"]:
                 window["files"].append(rel)
-        self.save()
+        if save:
+            self.save()
 
     def save(self):
         with self._lock:

@@ -29,15 +29,20 @@ def _get_args():
 
 
 def mindspeed_prof_train_step_wrapper(train_step):
+    get_args = None  # looked up once: this runs every step
+
     @functools.wraps(train_step)
     def train_step_with_profiler(*args, **kwargs):
+        nonlocal get_args
         manager = state.manager
-        if manager is None:
+        if manager is None or manager.idle:
             return train_step(*args, **kwargs)
         # 0.16+ passes the loop counter as `iteration=`; earlier versions set args.curr_iteration.
         iteration = kwargs.get("iteration")
         if iteration is None:
-            iteration = _get_args().curr_iteration
+            if get_args is None:
+                from megatron.training.global_vars import get_args
+            iteration = get_args().curr_iteration
         logged = iteration + 1  # the number the training log prints for this step
         manager.step_begin(logged)
         result = train_step(*args, **kwargs)
