@@ -7,6 +7,7 @@ code 2 with one clear line; nothing here prints a traceback for bad input.
 
 import argparse
 import importlib
+import os
 import sys
 
 from .arguments.messages import unrecognized, with_fix
@@ -69,6 +70,11 @@ def main(argv=None):
     except KeyboardInterrupt:
         print(f"mindspeed-prof {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `mindspeed-prof summary DIR | head`: the reader left; say nothing, as Unix tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

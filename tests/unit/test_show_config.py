@@ -46,3 +46,13 @@ def test_npu_call_is_described_even_where_torch_npu_is_missing(capsys):
 def test_bad_values_exit_2_naming_the_flag(capsys, argv, message):
     code, _, err = run(capsys, *argv)
     assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_a_closed_pipe_ends_the_command_quietly(tmp_path):
+    import subprocess
+    import sys
+    # show-config's JSON is longer than one pipe read: `| head -1` closes early
+    command = (f"{sys.executable} -m mindspeed_prof.cli show-config --json --profile-ranks 0-4000 "
+               f"| head -c 10")
+    result = subprocess.run(command, shell=True, capture_output=True, text=True, cwd=tmp_path)
+    assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr
