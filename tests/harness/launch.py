@@ -78,6 +78,9 @@ def harness_env(tmp_path, *, pythonpath=(), **overrides):
         CUDA_DEVICE_MAX_CONNECTIONS="1",
         OMP_NUM_THREADS="1",
         PYTHONUNBUFFERED="1",
+        # The harness is plain Megatron: an installed mindspeed_prof autoload hook would take
+        # over every --profile run. Tests of the extension pick their activation route.
+        MINDSPEED_PROF_AUTOLOAD="0",
     )
     for key, value in overrides.items():
         if value is None:

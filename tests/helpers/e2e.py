@@ -17,8 +17,7 @@ def profile_flags(save_path, ranks=("1",), start=3, end=5, *extra):
 
 def env_for(tmp_path, autoload=False, **overrides):
     """Harness environment; the autoload hook is off unless a test is about it."""
-    if not autoload:
-        overrides.setdefault("MINDSPEED_PROF_AUTOLOAD", "0")
+    overrides.setdefault("MINDSPEED_PROF_AUTOLOAD", "1" if autoload else "0")
     return harness_env(tmp_path, **overrides)
 
 
