@@ -5,6 +5,7 @@ interleaved (ABAB...) after a warm-up, summarised by medians with a spread. Abso
 shared 2-core VM mean little; what ran next to each other is what is compared.
 """
 
+import argparse
 import dataclasses
 import json
 import os
@@ -136,3 +137,10 @@ def emit_rows(rows):
     """A worker's last word: its rows as one JSON line for :func:`run_worker`."""
     sys.stdout.flush()
     print(ROWS_PREFIX + json.dumps([dataclasses.asdict(r) for r in rows]), flush=True)
+
+
+def figure_main(measure, doc):
+    """``python -m benchmarks.<figure> [--quick]``: measure one figure and emit its rows."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    emit_rows(measure(parser.parse_args().quick))

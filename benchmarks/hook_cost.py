@@ -8,14 +8,13 @@ before its window, selected and after it. Megatron-LM 0.16 passes ``iteration=``
 hook reads ``get_args().curr_iteration`` instead, measured as its own row.
 """
 
-import argparse
 import gc
 import importlib.machinery
 import sys
 import tempfile
 import types
 
-from .common import Row, emit_rows, interleave, median, now_ns, spread_text
+from .common import Row, figure_main, interleave, median, now_ns, spread_text
 from mindspeed_prof import ProfilerConfig, ProfilerManager
 from mindspeed_prof.patches.megatron_loop import mindspeed_prof_train_step_wrapper
 from mindspeed_prof.patches.state import state
@@ -151,11 +150,5 @@ def _measure(quick, tmp):
     return rows
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    emit_rows(measure(parser.parse_args().quick))
-
-
 if __name__ == "__main__":
-    main()
+    figure_main(measure, __doc__)

@@ -9,12 +9,11 @@ whatever other jobs on a shared machine do to wall time); the wall-time ratio is
 second hand-written series, in the same rotation, gives the A/A ratio: the noise to read it by.
 """
 
-import argparse
 import os
 import shutil
 import tempfile
 
-from .common import Row, clocks_ns, emit_rows, interleave_all, median, since_ns, spread_text
+from .common import Row, clocks_ns, figure_main, interleave_all, median, since_ns, spread_text
 from .model import TinyGPT
 from .profiled import end_hook_window, hand_written, hook_window, hooked
 
@@ -102,11 +101,5 @@ def measure(quick=False, model=None):
               f"{wall_ratio:.3f} ({spread_text(per_window(wall))})"))]
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    emit_rows(measure(parser.parse_args().quick))
-
-
 if __name__ == "__main__":
-    main()
+    figure_main(measure, __doc__)

@@ -18,7 +18,6 @@ In full mode one more launcher run, with ``--profile`` on the last iteration, sh
 is not blind: it must find the patches that profiling installs.
 """
 
-import argparse
 import concurrent.futures
 import json
 import os
@@ -28,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 
-from .common import REPO, STANDIN_DIR, Row, clean_env, emit_rows, median, spread_text
+from .common import REPO, STANDIN_DIR, Row, clean_env, figure_main, median, spread_text
 
 ENTRY = os.path.join(REPO, "benchmarks", "entries", "fingerprinted_pretrain.py")
 STEP_RE = re.compile(r"elapsed time per iteration \(ms\): ([0-9.]+)")
@@ -145,11 +144,5 @@ def _measure(quick, tmp):
     return rows
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    emit_rows(measure(parser.parse_args().quick))
-
-
 if __name__ == "__main__":
-    main()
+    figure_main(measure, __doc__)

@@ -14,7 +14,6 @@ op_statistic) for ``summary``. msprof-analyze's text mode reads only step_trace_
 communication files, so the time ratio flatters it.
 """
 
-import argparse
 import dataclasses
 import json
 import os
@@ -26,7 +25,7 @@ import time
 
 import psutil
 
-from .common import Row, clean_env, emit_rows, interleave_all, median, spread_text
+from .common import Row, clean_env, figure_main, interleave_all, median, spread_text
 from .output_data import generate
 
 WORKERS_ENV = "MINDSPEED_PROF_OUTPUT_WORKERS"  # mindspeed_prof.output.parallel's override
@@ -185,11 +184,5 @@ def measure(quick=False):
     return rows
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    emit_rows(measure(parser.parse_args().quick))
-
-
 if __name__ == "__main__":
-    main()
+    figure_main(measure, __doc__)

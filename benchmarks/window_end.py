@@ -11,12 +11,11 @@ exporting from ``on_trace_ready``. Each window is preceded by unprofiled steps (
 * the first step after the window, which runs while an async export may still be writing.
 """
 
-import argparse
 import os
 import shutil
 import tempfile
 
-from .common import Row, emit_rows, interleave_all, median, now_ns, spread_text
+from .common import Row, figure_main, interleave_all, median, now_ns, spread_text
 from .model import TinyGPT
 from .profiled import end_hook_window, hand_written, hook_window, hooked
 
@@ -116,11 +115,5 @@ def measure(quick=False, model=None):
     return rows
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    emit_rows(measure(parser.parse_args().quick))
-
-
 if __name__ == "__main__":
-    main()
+    figure_main(measure, __doc__)
