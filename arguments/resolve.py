@@ -5,7 +5,6 @@ Precedence, highest first: the command line, ``MINDSPEED_PROF_*`` environment va
 """
 
 import argparse
-import difflib
 import os
 import sys
 
@@ -13,7 +12,8 @@ from mindspeed_prof.config import KNOBS, ProfilerConfig, flag_name
 from mindspeed_prof.errors import ConfigError
 
 from . import argv as argv_tools
-from .flags import add_profile_args, all_flags
+from .flags import add_profile_args
+from .messages import unrecognized
 from .yaml_file import env_values, load_yaml
 
 
@@ -71,10 +71,8 @@ def parse_profile_flags(argv, environ=None, implied_profile=False):
     parser = add_profile_args(_Parser(prog="mindspeed-prof", add_help=False, allow_abbrev=False))
     args, unknown = parser.parse_known_args(list(argv))
     if unknown:
-        first = unknown[0].split("=", 1)[0]
-        close = difflib.get_close_matches(first, all_flags(), n=1, cutoff=0.6)
-        hint = f"; did you mean {close[0]}?" if close else "; see `mindspeed-prof show-config --help`"
-        raise ConfigError(f"unrecognized argument {unknown[0]!r}{hint}")
+        raise ConfigError(unrecognized(parser, unknown, argv,
+                                       "`mindspeed-prof show-config --help`"))
     if implied_profile:
         args.profile = True
     return config_from_args(args, argv=list(argv), environ=environ)
