@@ -238,13 +238,18 @@ def dequote(word):
             out.append(word[i + 2:end - 1])
             i = end
         elif char in "$`":
-            end = _skip_dollar(word, i) if char == "$" else _skip_backtick(word, i)
-            out.append("\0" if end > i + 1 else "$")
-            i = end
+            i = _expansion(word, i, out)
         else:
             out.append(char)
             i += 1
     return "".join(out)
+
+
+def _expansion(text, i, out):
+    """Append the placeholder for the ``$``/backtick expansion at ``i``; return where it ends."""
+    end = _skip_dollar(text, i) if text[i] == "$" else _skip_backtick(text, i)
+    out.append("\0" if end > i + 1 else "$")  # a lone "$" is a literal dollar
+    return end
 
 
 def _dequote_double(inner):
@@ -257,9 +262,7 @@ def _dequote_double(inner):
             out.append(inner[i + 1])
             i += 2
         elif char in "$`":
-            end = _skip_dollar(inner, i) if char == "$" else _skip_backtick(inner, i)
-            out.append("\0" if end > i + 1 else "$")
-            i = end
+            i = _expansion(inner, i, out)
         else:
             out.append(char)
             i += 1
