@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mindspeed_prof.cli import main
+from helpers.cli import rank_entry, run_cli, run_cli_json
 from mindspeed_prof.output import check_directory
 from mindspeed_prof.output.report import VERDICTS
 from output_fixtures import corrupt, samples
@@ -18,18 +18,14 @@ OUT = samples.OUTPUT
 
 
 def check(capsys, *args):
-    code = main(["check", *map(str, args)])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    return run_cli(capsys, "check", *args)
 
 
 def check_json(capsys, *args):
-    code, out, _ = check(capsys, *args, "--json")
-    return code, json.loads(out)
+    return run_cli_json(capsys, "check", *args)
 
 
-def rank_of(report, rank):
-    return next(r for r in report["ranks"] if r["rank"] == rank)
+rank_of = rank_entry
 
 
 def problems(rank_entry):

@@ -2,14 +2,13 @@
 
 import csv
 import io
-import json
 import os
 import shutil
 import subprocess
 
 import pytest
 
-from mindspeed_prof.cli import main
+from helpers.cli import rank_entry, run_cli, run_cli_json
 from mindspeed_prof.output import columns, summarize_directory
 from output_fixtures import corrupt, samples
 from output_fixtures.torch_traces import torch_trace
@@ -18,18 +17,14 @@ COMPONENTS = columns.STEP_COMPONENTS
 
 
 def summary(capsys, *args):
-    code = main(["summary", *map(str, args)])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    return run_cli(capsys, "summary", *args)
 
 
 def summary_json(capsys, *args):
-    code, out, _ = summary(capsys, *args, "--json")
-    return code, json.loads(out)
+    return run_cli_json(capsys, "summary", *args)
 
 
-def rank_of(data, rank):
-    return next(r for r in data["ranks"] if r["rank"] == rank)
+rank_of = rank_entry
 
 
 def cluster_rows(path):
