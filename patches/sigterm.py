@@ -24,10 +24,11 @@ import signal
 import threading
 
 from mindspeed_prof import log
+from mindspeed_prof.exits import SIGNAL_FLUSH_TIMEOUT_S
 from mindspeed_prof.patches.state import state
 
-# torchrun follows SIGTERM with SIGKILL after 30 s; leave room to die on our own terms.
-FLUSH_TIMEOUT_S = 20
+# The core's bound, for the same reason: torchrun's SIGKILL follows its SIGTERM after 30 s.
+FLUSH_TIMEOUT_S = SIGNAL_FLUSH_TIMEOUT_S
 
 
 def _flush():
