@@ -47,6 +47,7 @@ setup(
         "mindspeed_prof.backends",
         "mindspeed_prof.commands",
         "mindspeed_prof.output",
+        "mindspeed_prof.script",
         "mindspeed_prof.arguments",
         "mindspeed_prof.patches",
     ],

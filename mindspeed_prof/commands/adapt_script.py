@@ -15,7 +15,7 @@ import tempfile
 
 from mindspeed_prof.arguments import add_recorded_profile_flags, parse_profile_flags
 from mindspeed_prof.errors import ConfigError
-from mindspeed_prof.script_adapter import adapt_script
+from mindspeed_prof.script import adapt_script
 
 HELP = ("Write a copy of a training launch script whose training command runs under "
         "mindspeed_prof.launch with the given --profile* flags (IN.sh is never written).")

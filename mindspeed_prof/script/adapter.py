@@ -1,7 +1,7 @@
 """Adapt a training launch script: run its training command under ``mindspeed_prof.launch``.
 
 Pure text in, text out. ``adapt_script`` picks the training command(s) among the launches
-``script_launches.find_launches`` recognises, inserts ``-m mindspeed_prof.launch`` before the
+``launches.find_launches`` recognises, inserts ``-m mindspeed_prof.launch`` before the
 training script's path, appends ``"${PROFILE_ARGS[@]}"`` to its arguments and defines
 ``PROFILE_ARGS`` just before it. Nothing else in the text changes, and adapting an adapted script
 with the same flags changes nothing.
@@ -11,10 +11,10 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from .errors import ConfigError
-from .script_launches import (LAUNCHER_MODULE, LAUNCHER_ONLY, TRAINING, Launch, command_lines,
+from ..errors import ConfigError
+from .launches import (LAUNCHER_MODULE, LAUNCHER_ONLY, TRAINING, Launch, command_lines,
                               find_launches, scan_commands)
-from .script_scan import assignments, expansion_name, line_of, tokenize
+from .scan import assignments, expansion_name, line_of, tokenize
 
 __all__ = ["ARRAY_REF", "Adaptation", "Launch", "STRING_REF", "VARIABLE", "adapt_script",
            "find_launches", "profile_args_value"]

@@ -1,6 +1,6 @@
 """Recognise the commands of a launch script that start Python, and which of them train.
 
-``find_launches`` looks at every simple command (see ``script_scan``) and keeps those run by
+``find_launches`` looks at every simple command (see ``scan``) and keeps those run by
 torchrun, ``python -m torch.distributed.run/launch`` or ``python SCRIPT``: where the launcher's own
 options end, which word is the training script (where ``-m mindspeed_prof.launch`` goes), and a
 verdict with its reason, so a script nothing can be done with gets an error that says why.
@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass
 from functools import partial
 
-from .errors import ConfigError
-from .script_scan import ScanError, assignments, dequote, expansion_name, line_of, scan
+from ..errors import ConfigError
+from .scan import ScanError, assignments, dequote, expansion_name, line_of, scan
 
 LAUNCHER_MODULE = "mindspeed_prof.launch"
 TRAINING, LAUNCHER_ONLY, REJECTED = "training", "launcher only", "rejected"
@@ -57,7 +57,7 @@ _UNSUPPORTED = ("deepspeed", "accelerate", "srun", "mpirun", "horovodrun", "msru
 @dataclass(frozen=True)
 class Launch:
     """A command that starts Python, and what adapt-script makes of it."""
-    command: object  # script_scan.Command
+    command: object  # scan.Command
     line: int
     launcher: str  # "torchrun", "python -m torch.distributed.launch", "python", ...
     script: object  # the Token `-m mindspeed_prof.launch` goes before (None: nowhere)
@@ -80,7 +80,7 @@ def find_launches(text, commands=None):
 
 
 def scan_commands(text):
-    """``script_scan.scan`` with its syntax errors turned into usage errors."""
+    """``scan.scan`` with its syntax errors turned into usage errors."""
     try:
         return scan(text)
     except ScanError as exc:

@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mindspeed_prof.errors import ConfigError
-from mindspeed_prof.script_adapter import ARRAY_REF, STRING_REF, adapt_script, find_launches
-from mindspeed_prof.script_scan import dequote, scan
+from mindspeed_prof.script.adapter import ARRAY_REF, STRING_REF, adapt_script, find_launches
+from mindspeed_prof.script.scan import dequote, scan
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "launch_scripts"
 FLAGS = ["--profile", "--profile-step-start", "3", "--profile-step-end", "5",
@@ -337,7 +337,7 @@ def test_dequote_marks_expansions_and_removes_quotes():
 
 def test_torchrun_option_tables_match_the_installed_torch():
     run = pytest.importorskip("torch.distributed.run")
-    from mindspeed_prof.script_launches import TORCHRUN_FLAGS, TORCHRUN_VALUED
+    from mindspeed_prof.script.launches import TORCHRUN_FLAGS, TORCHRUN_VALUED
     for action in run.get_args_parser()._actions:
         for option in action.option_strings:
             assert option in (TORCHRUN_FLAGS if action.nargs == 0 else TORCHRUN_VALUED), option
