@@ -53,6 +53,29 @@ class StepSchedule:
         return span + (f" (warm-up at {self.skip_first})" if self.warmup else "")
 
 
+class TrainIters(int):
+    """``--train-iters`` as a number that remembers which flag set it.
+
+    Megatron derives the iteration count from ``--train-samples`` in sample-based runs; a window
+    that does not fit must name the flag the user typed. The number travels unchanged through
+    the recorder (which knows nothing of Megatron's flags) to the messages here.
+    """
+
+    flag: str
+
+    def __new__(cls, value: int, flag: str = "--train-iters"):
+        number = super().__new__(cls, value)
+        number.flag = flag
+        return number
+
+
+def train_limit(train_iters: Optional[int], train_samples: Optional[int] = None):
+    """``train_iters`` as the run's limit, named ``--train-samples`` when samples set it."""
+    if train_iters is None or not train_samples:
+        return train_iters
+    return TrainIters(train_iters, "--train-samples")
+
+
 def last_iteration_before_exit(first_iteration, exit_interval):
     """Megatron stops after the first logged iteration divisible by ``--exit-interval``."""
     if not exit_interval:
@@ -66,6 +89,20 @@ def last_iteration(first_iteration, train_iters, exit_interval):
     if train_iters is None:
         return exit_at
     return train_iters if exit_at is None else min(train_iters, exit_at)
+
+
+def _limit_flag(last, train_iters):
+    """The flag that ends training at ``last``: what a message names and its fix raises."""
+    if last == train_iters:
+        return getattr(train_iters, "flag", "--train-iters")
+    return "--exit-interval"
+
+
+def _check_something_runs(first_iteration, last, limit):
+    if last is not None and first_iteration > last:
+        raise ConfigError(f"no iteration will run: this run starts at iteration "
+                          f"{first_iteration} and {limit} stops it at {last}; "
+                          f"raise {limit} or drop --profile.")
 
 
 def plan_window(*, start: int, end: int, first_iteration: int = 1,
@@ -90,20 +127,25 @@ def plan_window(*, start: int, end: int, first_iteration: int = 1,
         raise ConfigError(f"--profile-step-start {start} has already passed: {resumed}; "
                           f"use --profile-step-start {first_iteration} or later.")
     last = last_iteration(first_iteration, train_iters, exit_interval)
-    limit = ("--train-iters" if last == train_iters else "--exit-interval")
+    limit = _limit_flag(last, train_iters)
     if last is not None:
-        if first_iteration > last:
-            raise ConfigError(f"no iteration will run: this run starts at iteration "
-                              f"{first_iteration} and {limit} stops it at {last}; "
-                              f"raise {limit} or drop --profile.")
+        _check_something_runs(first_iteration, last, limit)
         if start > last:
             raise ConfigError(f"--profile-step-start {start} is never reached: {limit} stops "
-                              f"training after iteration {last}; use --profile-step-start <= {last}.")
+                              f"training after iteration {last}; use --profile-step-start <= {last}"
+                              f" or raise {limit}.")
         if end != -1 and end - 1 > last:
             raise ConfigError(f"--profile-step-end {end} needs iterations up to {end - 1}, but "
                               f"{limit} stops training after iteration {last}; use "
-                              f"--profile-step-end {last + 1} (or -1 for the end).")
-    warmup = 1 if start - 1 >= first_iteration else 0
+                              f"--profile-step-end {last + 1} (or -1 for the end), or raise "
+                              f"{limit}.")
+    return _schedule(start, end, floor=first_iteration, last=last)
+
+
+def _schedule(start, end, *, floor, last):
+    """``[start, end)`` as a schedule, warming up on ``start - 1`` when that iteration runs and
+    belongs to no earlier window (``floor``: the first iteration free for warm-up)."""
+    warmup = 1 if start - 1 >= floor else 0
     if end == -1:
         active = OPEN_ENDED if last is None else last - start + 1
     else:
@@ -145,36 +187,92 @@ def parse_step_ranges(tokens):
     return tuple(ranges)
 
 
-def windows_of(config):
-    """The ``[start, end)`` windows a config asks for, in order (lazy: may be endless)."""
+def passed_windows(config, first_iteration):
+    """The ``--profile-steps`` / ``--profile-every`` windows a resumed run skips (inclusive)."""
     if config.profile_steps:
-        return iter([(first, last + 1) for first, last in config.profile_steps])
-    if config.profile_trigger_file:
-        return iter(())  # profile on request only
-    start, end, every = config.profile_step_start, config.profile_step_end, config.profile_every
-    if not every:
-        return iter([(start, end)])
-    return ((start + k * every, end + k * every) for k in itertools.count())
+        return [(a, b) for a, b in config.profile_steps if a < first_iteration]
+    if config.profile_every and not config.profile_trigger_file:
+        start, end, every = config.profile_step_start, config.profile_step_end, config.profile_every
+        return [(start + k * every, end - 1 + k * every)
+                for k in range(_first_every_index(config, first_iteration))]
+    return []
 
 
 def plan_windows(config, *, first_iteration=1, train_iters=None, exit_interval=None):
-    """Every window's schedule, checked like ``plan_window``. Repeated windows stop at the last
-    one that fits in training; the first must fit, or the run is refused."""
-    plans, previous_end = [], None
+    """Every window's schedule, or a ConfigError naming the flag that asked for the window.
+
+    Windows a resumed run has already passed are skipped; only a plan with nothing left to
+    record is refused. ``--profile-every`` windows stop at the last one that fits in training;
+    an explicit ``--profile-steps`` window that cannot complete is refused.
+    """
+    if config.profile_steps:
+        return _plan_steps(config, first_iteration, train_iters, exit_interval)
+    if config.profile_trigger_file:
+        return []  # profile on request only
+    if config.profile_every:
+        return _plan_every(config, first_iteration, train_iters, exit_interval)
+    return [plan_window(start=config.profile_step_start, end=config.profile_step_end,
+                        first_iteration=first_iteration, train_iters=train_iters,
+                        exit_interval=exit_interval)]
+
+
+def _format_steps(ranges):
+    return ",".join(f"{a}-{b}" for a, b in ranges)
+
+
+def _plan_steps(config, first_iteration, train_iters, exit_interval):
+    flag = "--profile-steps"
     last = last_iteration(first_iteration, train_iters, exit_interval)
-    for start, end in windows_of(config):
-        if config.profile_every and start < first_iteration:
-            continue  # a resumed run: repeated windows before the checkpoint are history
-        repeated = bool(config.profile_every) and bool(plans)
-        if repeated and last is not None and end - 1 > last:
+    limit = _limit_flag(last, train_iters)
+    _check_something_runs(first_iteration, last, limit)
+    ahead = [(a, b) for a, b in config.profile_steps if a >= first_iteration]
+    if not ahead:
+        raise ConfigError(f"{flag} {_format_steps(config.profile_steps)}: every window has "
+                          f"already passed (this run resumes at iteration {first_iteration}); "
+                          f"give windows from iteration {first_iteration} on.")
+    plans, floor = [], first_iteration
+    for first, final in ahead:
+        if last is not None and final > last:
+            fix = (f"end it by iteration {last} ({first}-{last})" if first <= last
+                   else f"drop it")
+            raise ConfigError(f"{flag} window {first}-{final} needs iterations up to {final}, "
+                              f"but {limit} stops training after iteration {last}; {fix}, or "
+                              f"raise {limit}.")
+        plans.append(_schedule(first, final + 1, floor=floor, last=last))
+        floor = final + 1
+    return plans
+
+
+def _first_every_index(config, first_iteration):
+    """Index of the first ``--profile-every`` window that starts at or after ``first_iteration``."""
+    behind = first_iteration - config.profile_step_start
+    return max(0, -(-behind // config.profile_every))
+
+
+def _plan_every(config, first_iteration, train_iters, exit_interval):
+    start, end, every = config.profile_step_start, config.profile_step_end, config.profile_every
+    skipped = _first_every_index(config, first_iteration)
+    if not skipped:
+        # The first window is the one --profile-step-start/-end name: their checks apply.
+        plan_window(start=start, end=end, first_iteration=first_iteration,
+                    train_iters=train_iters, exit_interval=exit_interval)
+    last = last_iteration(first_iteration, train_iters, exit_interval)
+    limit = _limit_flag(last, train_iters)
+    _check_something_runs(first_iteration, last, limit)
+    plans, floor = [], first_iteration
+    for k in itertools.count(skipped):
+        first, stop = start + k * every, end + k * every
+        if last is not None and stop - 1 > last:
             break
-        if repeated and last is None and len(plans) >= MAX_OPEN_REPEATS:
+        if last is None and len(plans) >= MAX_OPEN_REPEATS:
             break
-        floor = first_iteration if previous_end is None else previous_end
-        schedule = plan_window(start=start, end=end, first_iteration=first_iteration,
-                               train_iters=train_iters, exit_interval=exit_interval)
-        if schedule.warmup and schedule.skip_first < floor:
-            schedule = StepSchedule(skip_first=start, warmup=0, active=schedule.active)
-        plans.append(schedule)
-        previous_end = schedule.end
+        plans.append(_schedule(first, stop, floor=floor, last=last))
+        floor = stop
+    if not plans:
+        first, stop = start + skipped * every, end + skipped * every
+        raise ConfigError(f"--profile-every {every}: no window is left to record: this run "
+                          f"resumes at iteration {first_iteration} and {limit} stops it after "
+                          f"iteration {last}, but the next window is iterations {first}-"
+                          f"{stop - 1}; raise {limit}, or choose --profile-step-start/-end and "
+                          f"--profile-every so that a window falls within {first_iteration}-{last}.")
     return plans

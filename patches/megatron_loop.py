@@ -13,10 +13,11 @@ import importlib.util
 from mindspeed_prof import ranks
 from mindspeed_prof.errors import ConfigError
 from mindspeed_prof.loop import exit_reason
-from mindspeed_prof.manager import ProfilerManager
+from mindspeed_prof.drivers.training import ProfilerManager
 from mindspeed_prof.patches import sigterm
 from mindspeed_prof.patches.state import registry, state, usage_exit
 from mindspeed_prof.patches.topology import distributed_args, rank_layout
+from mindspeed_prof.window import train_limit
 
 TRAIN = "megatron.training.training.train"
 TRAIN_STEP = "megatron.training.training.train_step"
@@ -92,7 +93,9 @@ def _start_manager(config, args):
         manager = ProfilerManager(config, rank=rank, world_size=world,
                                   local_rank=getattr(args, "local_rank", None), layout_of=layout,
                                   parallel=distributed_args(args, rank, world))
-        manager.arm(first_iteration=int(args.iteration) + 1, train_iters=args.train_iters,
+        # --train-samples runs: Megatron derived train_iters; messages name the flag given.
+        train_iters = train_limit(args.train_iters, getattr(args, "train_samples", None))
+        manager.arm(first_iteration=int(args.iteration) + 1, train_iters=train_iters,
                     exit_interval=getattr(args, "exit_interval", None))
     except ConfigError as exc:
         usage_exit(str(exc), rank=rank, show=rank == 0 or _rank_specific(exc))

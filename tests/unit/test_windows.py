@@ -163,3 +163,68 @@ def test_check_and_summary_read_the_several_windows_layout(tmp_path, capsys):
     windows = sorted(tuple(run["window"]) for rank in report["ranks"] for run in rank["runs"])
     assert windows == [(2, 4), (6, 8)]
     assert main(["summary", str(tmp_path / "prof"), "--json"]) == 0
+
+
+def test_resumed_run_skips_the_profile_steps_windows_already_passed(tmp_path):
+    cfg = config(tmp_path, profile_steps=("3-4,12-13",))
+    with profile(cfg, train_iters=15, first_iteration=10) as prof:
+        for _ in range(10, 16):
+            MODEL(torch.randn(2, 16)).sum().backward()
+            prof.step()
+    assert window_folders(tmp_path) == ["iter_12-13"]
+    assert step_ids(torch_traces(tmp_path / "prof" / "iter_12-13")[0]) == [12, 13]
+
+
+def test_a_profile_steps_window_the_resume_cuts_into_is_skipped_whole():
+    cfg = ProfilerConfig(profile=True, profile_steps=("100-102,200-201",))
+    plans = plan_windows(cfg, first_iteration=101, train_iters=300)
+    assert [(p.start, p.end) for p in plans] == [(200, 202)]
+
+
+def test_profile_steps_with_every_window_passed_is_refused_naming_profile_steps():
+    cfg = ProfilerConfig(profile=True, profile_steps=("3-4,12-13",))
+    with pytest.raises(ConfigError) as info:
+        plan_windows(cfg, first_iteration=501, train_iters=1000)
+    message = str(info.value)
+    assert message.startswith("--profile-steps 3-4,12-13: every window has already passed")
+    assert "give windows from iteration 501 on" in message
+    assert "--profile-step-start" not in message
+
+
+def test_profile_steps_window_past_the_end_names_profile_steps_and_its_fix():
+    cfg = ProfilerConfig(profile=True, profile_steps=("3-4,18-22",))
+    with pytest.raises(ConfigError) as info:
+        plan_windows(cfg, train_iters=20)
+    message = str(info.value)
+    assert ("--profile-steps window 18-22 needs iterations up to 22, but --train-iters stops "
+            "training after iteration 20; end it by iteration 20 (18-20)") in message
+    assert "--profile-step-end" not in message
+
+
+@pytest.mark.parametrize("steps", [None, ("3-4,18-22",)])
+def test_a_train_samples_run_names_train_samples(steps):
+    from mindspeed_prof.window import train_limit
+    values = dict(profile_steps=steps) if steps else dict(profile_step_start=10, profile_step_end=30)
+    cfg = ProfilerConfig(profile=True, **values)
+    with pytest.raises(ConfigError) as info:
+        plan_windows(cfg, train_iters=train_limit(20, train_samples=640))
+    message = str(info.value)
+    assert "--train-samples stops training after iteration 20" in message
+    assert "raise --train-samples" in message and "--train-iters" not in message
+
+
+def test_train_samples_leave_the_iteration_count_unchanged():
+    from mindspeed_prof.window import train_limit
+    assert train_limit(20, train_samples=640) == 20 and train_limit(20) == 20
+    assert json.dumps({"train_iters": train_limit(20, 640)}) == '{"train_iters": 20}'
+    assert train_limit(None, 640) is None
+
+
+def test_resumed_repeated_windows_with_none_left_name_profile_every():
+    cfg = ProfilerConfig(profile=True, profile_step_start=3, profile_step_end=5, profile_every=10)
+    with pytest.raises(ConfigError) as info:
+        plan_windows(cfg, first_iteration=101, train_iters=103)
+    message = str(info.value)
+    assert message.startswith("--profile-every 10: no window is left to record")
+    assert "the next window is iterations 103-104; raise --train-iters" in message
+    assert "--profile-step-end 5" not in message
