@@ -41,7 +41,7 @@ def config_from_args(args, argv=None, environ=None):
     raw_ranks = argv_tools.rank_tokens(argv)
     if raw_ranks is not None:
         values["profile_ranks"] = raw_ranks
-    for key in ("profile_ranks", "profile_host_sys", "profile_steps"):
+    for key in ("profile_ranks", "profile_host_sys", "profile_steps", "profile_stages"):
         if isinstance(values.get(key), list):
             values[key] = tuple(values[key])
     try:

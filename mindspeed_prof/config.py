@@ -81,6 +81,10 @@ class ProfilerConfig:
     profile_max_gb: Optional[float] = _knob(
         None, "float?", "Disk budget for the whole job's profile output in GB: refuse to start "
         "when the estimate exceeds it or the free space, stop a window that crosses it.")
+    profile_stages: tuple = _knob(
+        (), "list", "RL roles (role_profiler): record only these stages of a step, each "
+        "occurrence as its own session under {save}/{role}/{stage}/; default: the whole step, "
+        "stages as stage:NAME ranges.")
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -93,6 +97,7 @@ class ProfilerConfig:
             "profile_aic_metrics": names.aic_metrics(self.profile_aic_metrics),
             "profile_host_sys": names.host_sys(self.profile_host_sys),
             "profile_ranks": ranks.parse_rank_tokens(self.profile_ranks),
+            "profile_stages": names.stages(self.profile_stages),
         }
         for key, value in normalised.items():
             object.__setattr__(self, key, value)
@@ -163,6 +168,7 @@ class ProfilerConfig:
         data["profile_ranks"] = list(self.profile_ranks)
         data["profile_host_sys"] = list(self.profile_host_sys)
         data["profile_steps"] = [list(r) for r in self.profile_steps]
+        data["profile_stages"] = list(self.profile_stages)
         return data
 
 

@@ -89,3 +89,27 @@ def host_sys(values, flag="--profile-host-sys"):
             if item not in result:
                 result.append(item)
     return tuple(result)
+
+
+_STAGE_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+def stages(values, flag="--profile-stages"):
+    """RL stage names (``old_logprob update`` or ``old_logprob,update``), each a folder name
+    under ``{save}/{role}/``: lower case letters, digits, ``_`` and ``-``; order kept."""
+    if values is None:
+        return ()
+    if isinstance(values, str):
+        values = [values]
+    result = []
+    for raw in values:
+        for item in str(raw).split(","):
+            item = item.strip().lower()
+            if not item:
+                continue
+            if not set(item) <= _STAGE_CHARS:
+                raise ConfigError(f"{flag} {item!r} is not a stage name; use the names your "
+                                  f"workers pass to prof.stage() (letters, digits, _ and -).")
+            if item not in result:
+                result.append(item)
+    return tuple(result)
