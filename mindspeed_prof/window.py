@@ -187,6 +187,11 @@ def parse_step_ranges(tokens):
     return tuple(ranges)
 
 
+def several_windows(config):
+    """True when each window gets its own ``iter_{first}-{last}/`` folder."""
+    return bool(config.profile_every or config.profile_steps or config.profile_trigger_file)
+
+
 def passed_windows(config, first_iteration):
     """The ``--profile-steps`` / ``--profile-every`` windows a resumed run skips (inclusive)."""
     if config.profile_steps:

@@ -8,20 +8,28 @@ profiled rank will make, without training. ``--profile`` is implied.
 import json
 import os
 
-from mindspeed_prof import backends, ranks
+from mindspeed_prof import backends, budget, ranks
 from mindspeed_prof.arguments import add_recorded_profile_flags, parse_profile_flags
 from mindspeed_prof.backends import describe
 from mindspeed_prof.errors import BackendUnavailable, ConfigError
-from mindspeed_prof.window import plan_window
+from mindspeed_prof.layout import window_dir
+from mindspeed_prof.manager import check_save_path
+from mindspeed_prof.window import (StepSchedule, last_iteration, passed_windows, plan_windows,
+                                   several_windows)
 
 HELP = "Print the resolved profiling config and the exact profiler call, without training."
+# Windows printed on the terminal (all of them go into --json, up to this many).
+SHOWN_WINDOWS = 5
+JSON_WINDOWS = 1000
 
 
 def add_arguments(parser):
     parser.add_argument("--world-size", type=int, default=1, metavar="N",
                         help="Ranks in the job, to resolve --profile-ranks (default: 1).")
     parser.add_argument("--train-iters", type=int, default=None, metavar="N",
-                        help="Megatron's --train-iters, to check the window and resolve -1.")
+                        help="Megatron's --train-iters, to check the windows and resolve -1.")
+    parser.add_argument("--exit-interval", type=int, default=None, metavar="N",
+                        help="Megatron's --exit-interval, to check the windows.")
     parser.add_argument("--first-iteration", type=int, default=1, metavar="N",
                         help="First iteration the run executes (a resumed run: checkpoint + 1).")
     parser.add_argument("--json", action="store_true", help="Machine-readable output.")
@@ -32,9 +40,14 @@ def add_arguments(parser):
 def resolve(args):
     if args.world_size < 1:
         raise ConfigError(f"--world-size {args.world_size} must be >= 1.")
+    if args.first_iteration < 1:
+        raise ConfigError(f"--first-iteration {args.first_iteration} must be >= 1.")
     config = parse_profile_flags(args.profile_argv or [], implied_profile=True)
-    schedule = plan_window(start=config.profile_step_start, end=config.profile_step_end,
-                           first_iteration=args.first_iteration, train_iters=args.train_iters)
+    # The same checks, in the same order and words, as the training start-up.
+    plans = plan_windows(config, first_iteration=args.first_iteration,
+                         train_iters=args.train_iters, exit_interval=args.exit_interval)
+    repeats_to_the_end = bool(plans) and bool(config.profile_every) and last_iteration(
+        args.first_iteration, args.train_iters, args.exit_interval) is None
     try:
         selected = ranks.resolve(config.profile_ranks, args.world_size)
         selection_note = None
@@ -51,10 +64,19 @@ def resolve(args):
     else:
         notes_first = []
     example_rank = selected[0] if selected else 0
+    if selected != [] or config.profile_trigger_file:
+        _check_save_path_leaving_no_trace(config.profile_save_path, example_rank, backend)
+        if not repeats_to_the_end:  # repeated windows without an end cannot be sized
+            rank_budget = budget.RankBudget(config, backend, selected or [example_rank])
+            rank_budget.check_start(plans, config.profile_save_path, 1)
     save_path = os.path.abspath(config.profile_save_path)
+    schedule = plans[0] if plans else _trigger_example()
+    folder = (window_dir(save_path, schedule.start, schedule.end) if several_windows(config)
+              else save_path)
     call, call_notes = (describe.npu_call if backend == "npu" else describe.torch_call)(
-        config, schedule, save_path, example_rank)
-    notes = notes_first + list(config.warnings()) + call_notes
+        config, schedule, folder, example_rank)
+    notes = notes_first + _plan_notes(config, plans, args.first_iteration)
+    notes += list(config.warnings()) + call_notes
     ignored = backends.ignored_flags(backend, config)
     if ignored:
         notes.append(f"ignored by the {backend} backend: {', '.join(ignored)}")
@@ -62,19 +84,72 @@ def resolve(args):
         notes.append(f"backend auto chose {backend}: {backend_note}")
     if selection_note:
         notes.append(f"rank selectors resolve inside the job: {selection_note}")
+    windows = [_window(plan) for plan in plans]
+    trigger = None
+    if config.profile_trigger_file:
+        trigger = {"file": config.profile_trigger_file, "poll": config.profile_trigger_poll,
+                   "describe": f"on request: `mindspeed-prof trigger "
+                               f"{config.profile_trigger_file} --steps N` (rank 0 looks every "
+                               f"{config.profile_trigger_poll} iterations)"}
     return {
         "config": config.as_dict(),
         "ranks": {"spec": ranks.format_selection(config.profile_ranks), "world_size": args.world_size,
                   "selected": selected},
-        "window": {"start": schedule.start, "end": schedule.end, "describe": schedule.describe(),
-                   "schedule": {"skip_first": schedule.skip_first, "warmup": schedule.warmup,
-                                "active": schedule.active, "repeat": schedule.repeat,
-                                "wait": schedule.wait}},
+        "window": windows[0] if windows else None,
+        "windows": windows[:JSON_WINDOWS],
+        "window_count": None if repeats_to_the_end else len(windows),
+        "trigger": trigger,
         "backend": backend,
         "save_path": save_path,
         "profiler_call": call,
         "notes": notes,
     }
+
+
+def _window(schedule):
+    return {"start": schedule.start, "end": schedule.end, "describe": schedule.describe(),
+            "schedule": {"skip_first": schedule.skip_first, "warmup": schedule.warmup,
+                         "active": schedule.active, "repeat": schedule.repeat,
+                         "wait": schedule.wait}}
+
+
+def _trigger_example():
+    """The schedule a one-step trigger request seen at iteration 1 gets (for the call shown)."""
+    return StepSchedule(skip_first=1, warmup=1, active=1)
+
+
+def _plan_notes(config, plans, first_iteration):
+    notes = []
+    passed = passed_windows(config, first_iteration)
+    if passed:
+        shown = ", ".join(f"{a}-{b}" for a, b in passed[:SHOWN_WINDOWS])
+        more = f" and {len(passed) - SHOWN_WINDOWS} more" if len(passed) > SHOWN_WINDOWS else ""
+        notes.append(f"skipped, already passed when the run starts at iteration "
+                     f"{first_iteration}: {shown}{more}")
+    if len(plans) > 1:
+        notes.append("each window gets its own profiler and iter_{first}-{last}/ folder; the "
+                     "call shown is the first window's")
+    if config.profile_trigger_file and not plans:
+        notes.append("the call shown is a --steps 1 request seen at iteration 1; a request for "
+                     "N steps records N iterations after the one it is seen at")
+    return notes
+
+
+def _check_save_path_leaving_no_trace(path, rank, backend):
+    """check_save_path, as start-up runs it, without leaving the folders it made (a dry run)."""
+    missing = []
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe) and os.path.dirname(probe) != probe:
+        missing.append(probe)
+        probe = os.path.dirname(probe)
+    try:
+        check_save_path(path, rank, backend)
+    finally:
+        for folder in missing:  # deepest first
+            try:
+                os.rmdir(folder)
+            except OSError:
+                break
 
 
 def run(args):
@@ -89,10 +164,31 @@ def run(args):
     selected = report["ranks"]["selected"]
     shown = "resolved inside the job" if selected is None else ", ".join(map(str, selected))
     print(f"ranks:     {report['ranks']['spec']} -> {shown} (world size {report['ranks']['world_size']})")
-    print(f"window:    {report['window']['describe']}")
+    for line in _plan_lines(report):
+        print(line)
     print(f"backend:   {report['backend']}")
     print(f"output:    {report['save_path']}")
     print(f"profiler:  {report['profiler_call']}")
     for note in report["notes"]:
         print(f"note:      {note}")
     return 0
+
+
+def _plan_lines(report):
+    windows, count = report["windows"], report["window_count"]
+    lines = []
+    if count is None:
+        every = report["config"]["profile_every"]
+        lines.append(f"windows:   every {every} iterations until training ends, from")
+        lines += [f"           {w['describe']}" for w in windows[:2]]
+    elif count == 1:
+        lines.append(f"window:    {windows[0]['describe']}")
+    elif count:
+        lines.append(f"windows:   {count} planned")
+        lines += [f"           {w['describe']}" for w in windows[:SHOWN_WINDOWS]]
+        if count > SHOWN_WINDOWS:
+            lines.append(f"           ... and {count - SHOWN_WINDOWS} more, up to "
+                         f"{windows[-1]['describe']}")
+    if report["trigger"]:
+        lines.append(f"trigger:   {report['trigger']['describe']}")
+    return lines

@@ -56,3 +56,82 @@ def test_a_closed_pipe_ends_the_command_quietly(tmp_path):
                f"| head -c 10")
     result = subprocess.run(command, shell=True, capture_output=True, text=True, cwd=tmp_path)
     assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr
+
+
+def test_profile_steps_are_shown_window_by_window_instead_of_the_default(capsys):
+    code, out, _ = run(capsys, "--train-iters", "8", "--profile-steps", "2-3,6-7")
+    assert code == 0
+    assert "windows:   2 planned\n           iterations 2-3 (warm-up at 1)\n" \
+           "           iterations 6-7 (warm-up at 5)\n" in out
+    assert "10-11" not in out and "/iter_2-3/rank0." in out
+
+
+def test_profile_every_lists_each_window_up_to_train_iters(capsys):
+    code, out, _ = run(capsys, "--json", "--train-iters", "20", "--profile-step-start", "3",
+                       "--profile-step-end", "5", "--profile-every", "6")
+    report = json.loads(out)
+    assert code == 0 and report["window_count"] == 3
+    assert [(w["start"], w["end"]) for w in report["windows"]] == [(3, 5), (9, 11), (15, 17)]
+
+
+def test_resumed_run_shows_the_windows_it_skips(capsys):
+    code, out, _ = run(capsys, "--first-iteration", "50", "--train-iters", "200",
+                       "--profile-steps", "3-4,100-101")
+    assert code == 0 and "window:    iterations 100-101 (warm-up at 99)" in out
+    assert "skipped, already passed when the run starts at iteration 50: 3-4" in out
+
+
+def test_trigger_file_is_described_and_needs_no_default_window(capsys, tmp_path):
+    code, out, _ = run(capsys, "--train-iters", "5", "--profile-trigger-file",
+                       str(tmp_path / "t.json"))
+    assert code == 0
+    assert f"trigger:   on request: `mindspeed-prof trigger {tmp_path / 't.json'} --steps N`" in out
+    assert "window:" not in out and "windows:" not in out
+
+
+def start_up_error(*flags, world_size=1):
+    """What the training start-up says about these flags (preflight, then arm)."""
+    from mindspeed_prof.arguments import parse_profile_flags
+    from mindspeed_prof.errors import ConfigError
+    from mindspeed_prof.manager import preflight
+    try:
+        preflight(parse_profile_flags(list(flags), implied_profile=True), rank=0,
+                  world_size=world_size)
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+def test_unwritable_save_path_is_refused_as_at_start_up(capsys, tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    flags = ("--profile-save-path", str(blocker / "prof"), "--profile-backend", "torch")
+    code, _, err = run(capsys, *flags)
+    expected = start_up_error(*flags)
+    assert expected and "is not writable on rank 0" in expected
+    assert code == 2 and err.strip() == f"mindspeed-prof show-config: error: {expected}"
+
+
+def test_save_path_the_npu_backend_would_refuse_is_refused_as_at_start_up(capsys, tmp_path):
+    from mindspeed_prof.backends.npu_options import unsupported_path_reason
+    bad = str(tmp_path / "prof:dir")  # torch_npu refuses ':' in its output path
+    assert unsupported_path_reason(bad)
+    code, _, err = run(capsys, "--profile-save-path", bad, "--profile-backend", "npu")
+    assert code == 2 and f"--profile-save-path {bad} " in err
+
+
+def test_dry_run_leaves_no_save_path_folders_behind(capsys, tmp_path):
+    code, _, _ = run(capsys, "--profile-save-path", str(tmp_path / "new" / "prof"))
+    assert code == 0 and not (tmp_path / "new").exists()
+
+
+def test_rank_that_matches_no_rank_of_the_world_size_is_refused_as_at_start_up(capsys):
+    code, _, err = run(capsys, "--world-size", "2", "--profile-ranks", "2-3")
+    expected = start_up_error("--profile-ranks", "2-3", world_size=2)
+    assert code == 2 and expected and expected in err
+
+
+def test_budget_below_the_estimate_is_refused_as_at_start_up(capsys):
+    code, _, err = run(capsys, "--train-iters", "20", "--profile-max-gb", "0.001",
+                       "--profile-backend", "torch")
+    assert code == 2 and "--profile-max-gb 0.001 is below the estimated output" in err
