@@ -47,10 +47,10 @@ def config_from_args(args, argv=None, environ=None):
     try:
         return ProfilerConfig(**values)
     except ConfigError as exc:
-        raise ConfigError(_with_origin(str(exc), origin)) from None
+        raise ConfigError(with_origin(str(exc), origin)) from None
 
 
-def _with_origin(message, origin):
+def with_origin(message, origin):
     for key, where in origin.items():
         if message.startswith(flag_name(key) + " ") or f" {flag_name(key)} " in message:
             return f"{message} (value from {where}, key {key})"

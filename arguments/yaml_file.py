@@ -54,6 +54,11 @@ def check_values(values, where):
 def load_yaml(path):
     """The knob values in a ``--profile-config`` file, checked."""
     where = f"--profile-config {path}"
+    return check_values(read_mapping(path, where), where)
+
+
+def read_mapping(path, where):
+    """The top-level mapping of a YAML file, unchecked (``where`` names it in messages)."""
     if not os.path.isfile(path):
         raise ConfigError(f"{where}: file not found; give the path of an existing YAML file.")
     try:
@@ -71,7 +76,7 @@ def load_yaml(path):
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: the top level must be a mapping of profile_* keys, "
                           f"not a {type(data).__name__}.")
-    return check_values(data, where)
+    return data
 
 
 def env_values(environ):
