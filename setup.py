@@ -46,6 +46,7 @@ setup(
         "mindspeed_prof.autoload",
         "mindspeed_prof.backends",
         "mindspeed_prof.commands",
+        "mindspeed_prof.drivers",
         "mindspeed_prof.output",
         "mindspeed_prof.script",
         "mindspeed_prof.arguments",

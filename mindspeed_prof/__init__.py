@@ -23,7 +23,7 @@ def __getattr__(name):
         from .config import ProfilerConfig
         return ProfilerConfig
     if name == "ProfilerManager":
-        from .manager import ProfilerManager
+        from .drivers.training import ProfilerManager
         return ProfilerManager
     if name == "profile":
         from .loop import profile

@@ -6,6 +6,9 @@
       rank{R}.{time_ns}.pt.trace.json        torch backend (chrome trace)
       iter_{first}-{last}/                   one folder per window when several windows run
                                              (inclusive iterations; "end" when open-ended)
+      req_{first}-{last}/                    the same for inference (requests, DESIGN §6)
+      step_{first}-{last}/                   the same for RL (the controller's RL steps)
+      {role}/                                RL: a complete save path per role
 """
 
 import os
@@ -18,8 +21,8 @@ TORCH_TRACE_RE = re.compile(r"^rank(\d+)\.(\d+)\.pt\.trace\.json(\.gz)?$")
 ASCEND_PT_SUFFIX = "_ascend_pt"
 ASCEND_OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 PROFILER_INFO_RE = re.compile(r"^profiler_info(?:_(\d+))?\.json$")
-WINDOW_DIR_TEMPLATE = "iter_{first}-{last}"
-WINDOW_DIR_RE = re.compile(r"^iter_(\d+)-(\d+|end|-1)$")
+WINDOW_DIR_TEMPLATE = "{prefix}_{first}-{last}"
+WINDOW_DIR_RE = re.compile(r"^(?:iter|req|step)_(\d+)-(\d+|end|-1)$")
 
 
 def worker_name(rank):
@@ -31,7 +34,9 @@ def manifest_path(save_path, rank):
     return os.path.join(save_path, MANIFEST_TEMPLATE.format(rank=rank))
 
 
-def window_dir(save_path, start, end):
-    """The folder of window ``[start, end)`` (``end`` None: until training ends)."""
+def window_dir(save_path, start, end, prefix="iter"):
+    """The folder of window ``[start, end)`` (``end`` None: until the work ends); ``prefix`` is
+    the unit's (``iter``, ``req``, ``step``)."""
     last = "end" if end is None else end - 1
-    return os.path.join(save_path, WINDOW_DIR_TEMPLATE.format(first=start, last=last))
+    return os.path.join(save_path, WINDOW_DIR_TEMPLATE.format(prefix=prefix, first=start,
+                                                              last=last))

@@ -12,7 +12,7 @@ Rank and world size default to torch.distributed (when initialised) or torchrun'
 """
 
 from .environment import rank_from_env
-from .manager import ProfilerManager
+from .drivers.training import ProfilerManager
 
 
 def exit_reason(exc_type, exc):

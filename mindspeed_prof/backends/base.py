@@ -46,6 +46,17 @@ class Backend:
     def step_num(self):
         raise NotImplementedError
 
+    def abandon(self):
+        """This session will never be stopped (its thread is gone or elsewhere): nothing more
+        will be written, so nobody waits for it."""
+        self.saved.set()
+
+    def range(self, name):
+        """A labelled range in this session's trace (torch_npu records torch's ranges too)."""
+        import torch
+
+        return torch.profiler.record_function(name)
+
     def outputs(self):
         """Paths this window wrote (files or run folders)."""
         return []

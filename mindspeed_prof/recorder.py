@@ -1,0 +1,559 @@
+"""The window recorder: the engine every scenario shares (DESIGN §6).
+
+A recorder is told that unit ``n`` begins and ends (an iteration, a request, an RL step) and does
+the rest: it decides once whether this rank records, plans the windows from the ``--profile*``
+flags in its unit, opens, steps and closes profiler sessions through a backend, writes the
+manifest, surfaces every profiler error and flushes on every way out. It knows nothing of
+Megatron, requests or roles; drivers (``drivers/``) translate a scenario's events into
+``begin(n)``/``end(n)``::
+
+    recorder = WindowRecorder(config, rank=r, world_size=w, unit=REQUEST)
+    recorder.arm(first=1, last=None)          # windows checked, save path checked
+    for n in units:                           # the scenario's numbering, 1-based
+        recorder.begin(n); work(); recorder.end(n)
+    recorder.close("finished")                # in a finally: always flushes
+
+On a rank that does not record, ``begin``/``end`` are a no-op function and nothing else happens:
+no profiler object, no files, no per-unit checks. A backend profiler is created only when a
+window (or its warm-up unit) arrives and is stopped right after it. With
+``--profile-trigger-file`` every rank also takes part in the trigger check every K units.
+
+Two process-wide rules live here because only the recorder sees every session:
+- one *running* session per process: torch's and torch_npu's profilers cannot nest, so a
+  recorder whose session would overlap another's (colocated RL roles) is refused, loudly;
+- a session is stepped and stopped on the thread that started it: torch.profiler records only
+  that thread, and stopping it from another one crashed torch 2.13 in export.
+"""
+
+import contextlib
+import os
+import threading
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator, Optional
+
+from . import backends, budget, layout, log, ranks, trigger
+from .config import ProfilerConfig
+from .environment import versions
+from .errors import ConfigError
+from .exits import FlushOnExit
+from .manifest import Manifest, overall_status
+from .window import OPEN_ENDED, StepSchedule, last_iteration, plan_windows
+
+
+@dataclass(frozen=True)
+class Unit:
+    """What the window flags count in one scenario, and how messages and folders name it."""
+
+    name: str      # "iteration"
+    plural: str    # "iterations"
+    prefix: str    # window folders: {prefix}_{first}-{last}
+    owner: str     # what ends: "training ended inside the window"
+
+
+ITERATION = Unit("iteration", "iterations", "iter", "training")
+REQUEST = Unit("request", "requests", "req", "the server")
+RL_STEP = Unit("RL step", "RL steps", "step", "the RL loop")
+UNITS = {u.name: u for u in (ITERATION, REQUEST, RL_STEP)}
+
+# What a user does about a profiler failure, by phase ({owner} goes on without profiling here).
+_FIX = {
+    "start": "; {owner} continues without profiling on this rank: check that the profiler "
+             "works here (torch / torch_npu and CANN versions match), or try the other "
+             "--profile-backend",
+    "step": "; {owner} continues, this rank's window is cut short: profile again, or try the "
+            "other --profile-backend if it repeats",
+    "stop": "; {owner} continues, this rank's trace may be missing or partial: profile again, "
+            "or try the other --profile-backend if it repeats",
+}
+
+
+def _nothing(n):
+    return None
+
+
+def check_save_path(path: str, rank: int, backend_name: str) -> None:
+    """ConfigError unless this rank can write ``path`` (and torch_npu would accept its name)."""
+    if backend_name == "npu":
+        from .backends.npu_options import unsupported_path_reason
+        reason = unsupported_path_reason(os.path.abspath(path))
+        if reason:
+            raise ConfigError(f"--profile-save-path {path} {reason}; choose another directory.")
+    probe = os.path.join(path, f".mindspeed_prof_write_test.{os.getpid()}")
+    try:
+        os.makedirs(path, exist_ok=True)
+        with open(probe, "w") as handle:
+            handle.write("ok")
+        os.unlink(probe)
+    except OSError as exc:
+        raise ConfigError(f"--profile-save-path {path} is not writable on rank {rank} "
+                          f"({exc.strerror or exc}); choose a writable directory.") from None
+
+
+def preflight(config: ProfilerConfig, *, rank: int, world_size: int) -> None:
+    """The checks that need no work state, run as soon as the flags are parsed (before the
+    model is built): the ranks exist, and a rank that will profile has a working backend and a
+    writable save path. Raises ConfigError. Rank selectors are resolved later, in arm()."""
+    if not config.profile or ranks.needs_topology(config.profile_ranks):
+        return
+    selected = ranks.resolve(config.profile_ranks, world_size)
+    if rank in selected or config.profile_trigger_file:
+        backend_name, _ = backends.choose(config)
+        check_save_path(config.profile_save_path, rank, backend_name)
+
+
+class WindowRecorder:
+    # The recorder whose session is running in this process, if any (one at a time).
+    _running: Optional["WindowRecorder"] = None
+    _running_lock = threading.Lock()
+
+    def __init__(self, config: ProfilerConfig, *, rank: int = 0, world_size: int = 1,
+                 local_rank: Optional[int] = None, layout_of: Optional[Callable] = None,
+                 parallel: Optional[dict] = None, unit: Unit = ITERATION,
+                 role: Optional[str] = None, session_per_unit: bool = False,
+                 save_path: Optional[str] = None):
+        """``layout_of`` maps global rank -> {tp, pp, dp, cp, ep, node} (for rank selectors);
+        ``parallel`` is the job's parallel sizes, written as torch_npu ``distributed_args``;
+        ``session_per_unit`` records every unit of a window as its own session and folder
+        (work that hops threads between units); ``save_path`` overrides the config's (roles)."""
+        self.config = config
+        self.rank, self.world_size, self.local_rank = rank, world_size, local_rank
+        self.parallel, self._layout_of = parallel, layout_of
+        self.unit, self.role, self.session_per_unit = unit, role, session_per_unit
+        self.save_path = save_path or config.profile_save_path
+        self.closed = False
+        self.schedule = None
+        self.manifest = None
+        self.backend_name = None
+        self._queue: Iterator[StepSchedule] = iter(())
+        self._backend = None
+        self._window = None
+        self._windows_opened = 0
+        self._state = "idle"
+        self._session_thread = None
+        self._lock = threading.Lock()
+        self._flush = FlushOnExit(self.close)
+        self._watcher = None
+        self._budget = None
+        self._last = None
+        self.selected_ranks = (ranks.resolve(config.profile_ranks, world_size, layout_of)
+                               if config.profile else [])
+        self.active = config.profile and rank in self.selected_ranks
+        self.polling = config.profile and bool(config.profile_trigger_file)
+        if self.active or self.polling:
+            self.backend_name, _ = backends.choose(config)
+        # Nothing to do per unit on this rank: no window, no trigger check.
+        self.idle = not (self.active or self.polling)
+        if self.idle:
+            self.begin = self.end = self.step_begin = self.step_end = _nothing
+
+    # -- start-up -----------------------------------------------------------------------------
+
+    def arm(self, *, first: int = 1, last: Optional[int] = None,
+            exit_interval: Optional[int] = None) -> None:
+        """Check the windows, the save path and the disk budget before the first unit.
+
+        ``first`` is the first unit this process runs (a resumed run's next iteration), ``last``
+        the last one when it is known (``--train-iters``, ``total_steps``), else None."""
+        self._last = last_iteration(first, last, exit_interval)
+        plans = []
+        if self.config.profile:
+            plans = plan_windows(self.config, first_iteration=first, train_iters=last,
+                                 exit_interval=exit_interval)
+            self._announce(plans)
+        if self.active:
+            check_save_path(self.save_path, self.rank, self.backend_name)
+            self._budget = budget.RankBudget(self.config, self.backend_name, self.selected_ranks)
+            self._budget.check_start(plans, self.save_path, self._selected_on_this_node())
+        if not (self.active or self.polling):
+            return
+        self._queue = self._sessions(plans if self.active else [])
+        self.schedule = next(self._queue, None)
+        if self.active:
+            self._create_manifest(first, last)
+        if self.polling:
+            self._watcher = trigger.TriggerWatcher(self.config.profile_trigger_file,
+                                                   poll=self.config.profile_trigger_poll,
+                                                   rank=self.rank, world_size=self.world_size,
+                                                   report=self.report)
+            self._watcher.set_state("armed")
+        self._state = "armed" if (self.schedule or self.polling) else "done"
+        self._flush.install()
+
+    def _sessions(self, plans: Iterable[StepSchedule]) -> Iterator[StepSchedule]:
+        """The sessions to open, in order: the windows, or each window's units one by one."""
+        for plan in plans:
+            if not self.session_per_unit:
+                yield plan
+                continue
+            end = plan.end if plan.end is not None else OPEN_ENDED
+            for n in range(plan.start, end):
+                yield StepSchedule(skip_first=n, warmup=0, active=1)
+
+    def describe(self) -> str:
+        """How messages name this recorder: its role, else its unit."""
+        return f"role {self.role!r}" if self.role else f"{self.unit.name} profiling"
+
+    def _separate_folders(self):
+        config = self.config
+        return self.session_per_unit or bool(
+            config.profile_every or config.profile_steps or config.profile_trigger_file)
+
+    def _announce(self, plans):
+        if self.rank != 0:
+            return
+        where = os.path.abspath(self.save_path)
+        if self.config.profile_trigger_file:
+            log.info(f"armed for on-demand profiling: `mindspeed-prof trigger "
+                     f"{self.config.profile_trigger_file} --steps N` profiles the next N "
+                     f"{self.unit.plural} on rank(s) {short_ranks(self.selected_ranks)} -> {where}")
+            return
+        shown = ", ".join(self._describe_plan(p) for p in plans[:3])
+        more = f" and {len(plans) - 3} more windows" if len(plans) > 3 else ""
+        who = f"{self.role}: " if self.role else ""
+        log.info(f"{who}profiling rank(s) {short_ranks(self.selected_ranks)} at {shown}{more} "
+                 f"-> {where}")
+
+    def _describe_plan(self, plan):
+        text = plan.describe()
+        if self.unit is ITERATION:
+            return text
+        text = text.replace("iterations", self.unit.plural).replace("iteration", self.unit.name)
+        return text.replace("until training ends", f"until {self.unit.owner} stops")
+
+    def _selected_on_this_node(self):
+        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", 0) or 0)
+        if not local_world or self.local_rank is None:
+            return 1
+        first = self.rank - self.local_rank
+        return max(1, sum(1 for r in self.selected_ranks if first <= r < first + local_world))
+
+    def _create_manifest(self, first=None, last=None):
+        self.manifest = Manifest(
+            layout.manifest_path(self.save_path, self.rank), rank=self.rank,
+            world_size=self.world_size, local_rank=self.local_rank, backend=self.backend_name,
+            config=self.config, selected_ranks=self.selected_ranks, parallel=self.parallel,
+            versions=versions())
+        data = self.manifest.data
+        data["unit"], data["role"] = self.unit.name, self.role
+        # Kept under the training names: check and older readers know them.
+        data["first_iteration"], data["train_iters"] = first, last
+        self.manifest.save()
+        notes = list(self.config.warnings())
+        ignored = backends.ignored_flags(self.backend_name, self.config)
+        if ignored:
+            notes.append(f"{', '.join(ignored)} only apply to the npu backend; the "
+                         f"{self.backend_name} backend ignores them.")
+        for note in notes:
+            self.report("warning", "config", note)
+
+    # -- per unit (hot path) ------------------------------------------------------------------
+
+    def begin(self, n: int) -> None:
+        """Unit ``n`` is about to run."""
+        if self._watcher is not None and n % self.config.profile_trigger_poll == 0:
+            self._guard("trigger", self._poll, n)
+        state = self._state
+        if state == "armed":
+            if self.schedule is None or n < self.schedule.first_touched:
+                return
+            # Guarded like every backend call: building the profiler must not fail the work.
+            self._guard("start", self._open_window, n)
+        elif state == "running" and self._on_session_thread("step"):
+            # Units the host skipped (Megatron's --iterations-to-skip) never reached the hook;
+            # step the profiler past them so the schedule stays aligned with the numbers.
+            self._guard("step", self._catch_up, n)
+
+    def end(self, n: int) -> None:
+        """Unit ``n`` finished."""
+        if self._state != "running" or not self._on_session_thread("step"):
+            return
+        self._guard("step", self._advance, n)
+
+    # The names the training code has always used.
+    step_begin = begin
+    step_end = end
+
+    @property
+    def recording(self) -> bool:
+        """True while this recorder's session runs."""
+        return self._state == "running"
+
+    def range(self, name: str):
+        """A labelled range inside the running session (``prefill``, ``stage:update``); a no-op
+        context when nothing records on this thread."""
+        if self._state != "running" or self._session_thread != threading.get_ident():
+            return contextlib.nullcontext()
+        return self._backend.range(name)
+
+    def _on_session_thread(self, phase):
+        if self._session_thread == threading.get_ident():
+            return True
+        self.report("error", phase, f"{self.describe()}: the profiler session was started on "
+                                    f"thread {self._session_thread} and cannot be stepped or "
+                                    f"stopped from thread {threading.get_ident()} (torch's "
+                                    f"profilers record and stop on their own thread); call "
+                                    f"begin/end on the thread that does the work")
+        return False
+
+    # -- sessions -----------------------------------------------------------------------------
+
+    def _open_window(self, n):
+        schedule = self.schedule
+        if schedule.end is not None and n >= schedule.end:
+            self.report("error", "start", f"{self.unit.plural} {schedule.start}-{schedule.end - 1} "
+                                          f"were all skipped; nothing profiled")
+            self._next_window()
+            return
+        if not self._claim_process():
+            self._next_window()
+            return
+        if not self._budget_allows(schedule):
+            self._release_process()
+            self._state = "done"
+            return
+        if self.manifest is None:
+            self._create_manifest()
+        directory = self._window_dir(schedule)
+        self._window = self.manifest.add_window(schedule.start, schedule.end,
+                                                os.path.relpath(directory, self.save_path))
+        self._windows_opened += 1
+        backend = backends.backend_class(self.backend_name)(
+            config=self.config, rank=self.rank, save_dir=directory, schedule=schedule,
+            metadata=self.parallel, report=self.report)
+        window = self._window
+        backend.on_saved = lambda: self._on_saved(backend, window)
+        self._backend = backend
+        self._state = "running"
+        self._session_thread = threading.get_ident()
+        self.manifest.set_status("running")
+        if self._watcher is not None:
+            self._watcher.set_state("running", window=[schedule.start, schedule.end])
+        self._guard("start", backend.start, n)
+
+    def _claim_process(self):
+        """Take the process's one running-session slot, or say who holds it."""
+        with WindowRecorder._running_lock:
+            holder = WindowRecorder._running
+            if holder is None or holder is self or holder.closed:
+                WindowRecorder._running = self
+                return True
+        self.report("error", "start", f"{self.describe()}'s session at {self.unit.name} "
+                                      f"{self.schedule.start} was not started: {holder.describe()}'s "
+                                      f"session is still running in this process, and one "
+                                      f"process runs one profiler at a time; give the two "
+                                      f"windows different steps or stages")
+        return False
+
+    def _release_process(self):
+        with WindowRecorder._running_lock:
+            if WindowRecorder._running is self:
+                WindowRecorder._running = None
+
+    def _window_dir(self, schedule):
+        if not self._separate_folders():
+            return self.save_path
+        return layout.window_dir(self.save_path, schedule.start, schedule.end, self.unit.prefix)
+
+    def _catch_up(self, n):
+        while self._state == "running" and self._backend.step_num < n:
+            self._advance(self._backend.step_num, executed=False)
+
+    def _advance(self, n, executed=True):
+        self._backend.step()
+        if executed and n >= self.schedule.start:
+            self._window["iterations_recorded"].append(n)
+        end = self.schedule.end
+        if end is not None and n + 1 >= end:
+            self._finish_window()
+        elif self._budget is not None and self._budget.limit_gb is not None and executed:
+            self._stop_if_over_budget()
+
+    def _finish_window(self):
+        self._guard("stop", self._backend.stop)
+        self._on_saved(self._backend, self._window)
+        self._release_process()
+        self._next_window()
+
+    def _next_window(self):
+        self.schedule = next(self._queue, None)
+        self._state = "armed" if (self.schedule or self._watcher) else "done"
+
+    def _on_saved(self, backend, window):
+        """Called when a window's data reaches disk (from the export thread for async exports)."""
+        with self._lock:
+            if self.manifest is None:
+                return
+            base = os.path.dirname(self.manifest.path)
+            new = [p for p in backend.outputs() if os.path.relpath(p, base) not in window["files"]]
+            for path in new:
+                log.info(f"wrote {path}", rank=self.rank)
+            self.manifest.add_files(new, window, save=False)
+            window["status"] = status = backend.status()
+            self.manifest.set_status(overall_status(self.manifest.data["windows"]))  # one write
+            if self._watcher is not None and self._state != "running":
+                self._watcher.set_state(trigger.STATE_OF_STATUS.get(status, status),
+                                        window=[window["start"], window["end"]])
+
+    # -- budget -------------------------------------------------------------------------------
+
+    def _used(self):
+        """Bytes this rank's finished windows wrote (the manifest lists them)."""
+        if self.manifest is None:
+            return 0
+        base = os.path.dirname(self.manifest.path)
+        return budget.used_bytes([os.path.join(base, f) for f in self.manifest.data["files"]])
+
+    def _budget_allows(self, schedule):
+        if self._budget is None or self._budget.allows(schedule, self._used()):
+            return True
+        self.report("warning", "budget", f"skipping {self.unit.plural} {schedule.start}-"
+                                         f"{schedule.end - 1} and later windows: this rank's "
+                                         f"share of --profile-max-gb {self.config.profile_max_gb:g} "
+                                         f"would be exceeded")
+        return False
+
+    def _stop_if_over_budget(self):
+        if not self._budget.crossed(self._used() + budget.used_bytes(self._backend.outputs())):
+            return
+        self.report("warning", "budget", f"stopping the window early after {self.unit.name} "
+                                         f"{self._window['iterations_recorded'][-1]}: this rank's "
+                                         f"share of --profile-max-gb {self.config.profile_max_gb:g} "
+                                         f"was crossed")
+        self._window["stopped_early"] = "--profile-max-gb"
+        self._queue = iter(())
+        self._finish_window()
+
+    # -- on-demand trigger --------------------------------------------------------------------
+
+    def _poll(self, n):
+        request = self._watcher.check(n)  # every rank, same unit: one broadcast
+        if request is None:
+            return
+        window = trigger.window_for(request, n, self._last)
+        if window is None or self._state == "running":
+            if self.rank == 0:
+                self.report("warning", "trigger", f"request {request['id']} ignored at "
+                                                  f"{self.unit.name} {n}: a window is still "
+                                                  f"running or {self.unit.owner} ends now")
+            return
+        chosen = (ranks.resolve(ranks.parse_rank_tokens(request["ranks"]), self.world_size,
+                                self._layout_of) if request["ranks"] else self.selected_ranks)
+        if self.rank == 0:
+            log.info(f"trigger {request['id']}: profiling rank(s) {short_ranks(chosen)} at "
+                     f"{self.unit.plural} {window[0]}-{window[1]}")
+        if self.rank in chosen:
+            if self.session_per_unit:
+                # The unit about to run is the first requested one: no warm-up unit here.
+                self._queue = self._sessions([StepSchedule(skip_first=n, warmup=0,
+                                                           active=window[1] - n)])
+                self.schedule = next(self._queue)
+            else:
+                # Warm up on the unit about to run; record the requested ones after it.
+                self.schedule = StepSchedule(skip_first=n, warmup=1, active=window[1] - n)
+            self._state = "armed"
+
+    # -- reporting ----------------------------------------------------------------------------
+
+    def _guard(self, phase, func, *args):
+        """Run a backend call; a profiler failure is reported and ends profiling on this rank."""
+        try:
+            return func(*args)
+        except Exception as exc:  # noqa: BLE001 - the work must survive any profiler failure
+            self.report("error", phase, f"{type(exc).__name__}: {exc}"
+                                     f"{_FIX.get(phase, '').format(owner=self.unit.owner)}")
+            if phase == "trigger":
+                return None
+            if self._backend is not None:
+                self._backend.failed = True
+            if self._state == "running":
+                self._state = "done"
+                try:
+                    self._backend.stop()
+                except Exception as stop_exc:  # noqa: BLE001
+                    self.report("error", "stop", f"{type(stop_exc).__name__}: {stop_exc}")
+                self._on_saved(self._backend, self._window)
+            elif self._window is not None and self._window["status"] == "running":
+                # The window's profiler could not even be built: the window failed, not running.
+                self._window["status"] = "failed"
+                self.manifest.set_status(overall_status(self.manifest.data["windows"]))
+            self._release_process()
+            self._state, self._queue = "done", iter(())
+            return None
+
+    def report(self, kind: str, phase: str, message: str) -> None:
+        """Log on this rank and record in the manifest; never raises."""
+        (log.error if kind == "error" else log.warning)(f"{phase}: {message}", rank=self.rank)
+        if self.manifest is not None:
+            self.manifest.record(kind, phase, message)
+
+    # -- shutdown -----------------------------------------------------------------------------
+
+    def close(self, reason: str = "finished", detail: Optional[str] = None,
+              wait_timeout: Optional[float] = None, wait: bool = True) -> None:
+        """Stop any running window, wait for its files, write the final manifest. Idempotent.
+
+        ``wait=False`` leaves a background export running (its thread keeps the process alive
+        and finishes the manifest); see ``wait()``."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            if self._state == "running":
+                self._close_running_window(reason)
+            if wait and not self.wait(wait_timeout):
+                self.report("error", "stop", f"the trace was still being written when the "
+                                             f"process ended (waited at most {wait_timeout} s); "
+                                             f"it is incomplete")
+            if self.manifest is not None:
+                self._finish_manifest(reason, detail)
+            if self._watcher is not None:
+                self._watcher.set_state("idle", reason=reason)
+        finally:
+            self._flush.uninstall()
+            self._release_process()
+
+    def _close_running_window(self, reason):
+        recorded = self._window["iterations_recorded"]
+        self._queue = iter(())
+        if self._session_thread != threading.get_ident():
+            # Stopping it here could crash the process; what it recorded is lost, and said so.
+            self._state = "done"
+            self._backend.abandon()
+            self.report("error", "stop", f"{self.unit.owner} ended ({reason}) while "
+                                         f"{self.describe()}'s session was running on thread "
+                                         f"{self._session_thread}; it cannot be stopped from "
+                                         f"thread {threading.get_ident()}, so {self.unit.plural} "
+                                         f"{recorded or 'in progress'} were not written")
+            return
+        self._finish_window()
+        if recorded:
+            self.report("warning", "stop", f"{self.unit.owner} ended ({reason}) inside the "
+                                           f"window; {self.unit.plural} {recorded} were recorded")
+        else:
+            self.report("warning", "stop", f"{self.unit.owner} ended ({reason}) before "
+                                           f"{self.unit.name} {self._window['start']} completed; "
+                                           f"nothing was profiled")
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Wait for the last window's background export/parse; True when nothing is pending."""
+        return self._backend is None or self._backend.wait(timeout)
+
+    def _finish_manifest(self, reason, detail):
+        self.manifest.data["exit"] = {"reason": reason, "detail": detail}
+        if not self._windows_opened and not self.polling:
+            self.manifest.data["status"] = "incomplete"
+            start = self.schedule.start if self.schedule else self.config.profile_step_start
+            self.report("warning", "stop", f"{self.unit.owner} ended ({reason}) before "
+                                           f"{self.unit.name} {start}; nothing was profiled")
+        elif self._backend is not None:
+            self._on_saved(self._backend, self._window)
+        self.manifest.save()
+
+
+def short_ranks(selected):
+    """``0-7`` or ``0,3``: a rank list as log lines show it."""
+    if not selected:
+        return "none"
+    if selected == list(range(selected[0], selected[-1] + 1)) and len(selected) > 2:
+        return f"{selected[0]}-{selected[-1]}"
+    return ",".join(str(r) for r in selected)

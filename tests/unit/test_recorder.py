@@ -1,0 +1,156 @@
+"""The window recorder every scenario shares (DESIGN §6): units, per-unit sessions, one running
+session per process, sessions bound to their thread."""
+
+import json
+import os
+import threading
+
+import torch
+
+from helpers.traces import step_ids, torch_traces
+from mindspeed_prof import ProfilerConfig
+from mindspeed_prof.recorder import ITERATION, REQUEST, RL_STEP, WindowRecorder
+
+MODEL = torch.nn.Linear(16, 16)
+
+
+def work():
+    MODEL(torch.randn(4, 16)).sum().backward()
+
+
+def config(tmp_path, **overrides):
+    values = dict(profile=True, profile_step_start=2, profile_step_end=4,
+                  profile_save_path=str(tmp_path / "prof"), profile_backend="torch",
+                  profile_analyse="sync")
+    values.update(overrides)
+    return ProfilerConfig(**values)
+
+
+def run(recorder, units, labels=()):
+    for n in units:
+        recorder.begin(n)
+        with recorder.range(labels[0]) if labels else recorder.range("work"):
+            work()
+        recorder.end(n)
+
+
+def read_manifest(folder, rank=0):
+    with open(os.path.join(folder, f"profile_manifest_rank{rank}.json")) as handle:
+        return json.load(handle)
+
+
+def test_request_unit_records_one_session_per_request_in_req_folders(tmp_path):
+    recorder = WindowRecorder(config(tmp_path), unit=REQUEST, session_per_unit=True)
+    recorder.arm(first=1)
+    run(recorder, range(1, 6))
+    recorder.close()
+    save = tmp_path / "prof"
+    assert sorted(p for p in os.listdir(save) if not p.endswith(".json")) == ["req_2-2", "req_3-3"]
+    assert [step_ids(t) for t in torch_traces(save / "req_2-2")] == [[2]]
+    assert [step_ids(t) for t in torch_traces(save / "req_3-3")] == [[3]]
+    data = read_manifest(save)
+    assert data["unit"] == "request" and data["status"] == "complete"
+    assert [w["iterations_recorded"] for w in data["windows"]] == [[2], [3]]
+
+
+def test_labelled_ranges_land_inside_the_recorded_step(tmp_path):
+    recorder = WindowRecorder(config(tmp_path), unit=REQUEST, session_per_unit=True)
+    recorder.arm(first=1)
+    run(recorder, range(1, 4), labels=("prefill",))
+    recorder.close()
+    with open(torch_traces(tmp_path / "prof" / "req_2-2")[0]) as handle:
+        names = {e.get("name") for e in json.load(handle)["traceEvents"]}
+    assert {"prefill", "ProfilerStep#2"} <= names
+
+
+def test_role_recorder_writes_a_complete_save_path_under_its_role(tmp_path):
+    cfg = config(tmp_path)
+    recorder = WindowRecorder(cfg, unit=RL_STEP, role="actor",
+                              save_path=os.path.join(cfg.profile_save_path, "actor"))
+    recorder.arm(first=1, last=5)
+    run(recorder, range(1, 6))
+    recorder.close()
+    data = read_manifest(tmp_path / "prof" / "actor")
+    assert data["role"] == "actor" and data["unit"] == "RL step"
+    assert step_ids(torch_traces(tmp_path / "prof" / "actor")[0]) == [2, 3]
+
+
+def test_overlapping_sessions_of_two_recorders_are_refused_naming_both(tmp_path, capsys):
+    cfg = config(tmp_path)
+    actor = WindowRecorder(cfg, unit=RL_STEP, role="actor",
+                           save_path=os.path.join(cfg.profile_save_path, "actor"))
+    ref = WindowRecorder(cfg, unit=RL_STEP, role="ref", session_per_unit=True,
+                         save_path=os.path.join(cfg.profile_save_path, "ref"))
+    actor.arm(first=1, last=4)
+    ref.arm(first=1, last=4)
+    actor.begin(2)
+    ref.begin(2)           # the actor's session is running: refused, the work goes on
+    work()
+    ref.end(2)
+    actor.end(2)
+    assert "role 'ref'" in capsys.readouterr().err
+    actor.begin(3)
+    work()
+    actor.end(3)
+    ref.begin(3)           # sequential: fine
+    work()
+    ref.end(3)
+    actor.close()
+    ref.close()
+    errors = read_manifest(tmp_path / "prof" / "ref")["errors"]
+    assert any("role 'actor'" in e["message"] and "one profiler at a time" in e["message"]
+               for e in errors)
+    assert step_ids(torch_traces(tmp_path / "prof" / "actor")[0]) == [2, 3]
+    assert [step_ids(t) for t in torch_traces(tmp_path / "prof" / "ref" / "step_3-3")] == [[3]]
+    assert not os.path.exists(tmp_path / "prof" / "ref" / "step_2-2")
+
+
+def test_a_session_is_never_stopped_from_another_thread(tmp_path):
+    recorder = WindowRecorder(config(tmp_path, profile_step_end=3), unit=REQUEST)
+    recorder.arm(first=1)
+    run(recorder, [1])
+    recorder.begin(2)
+    work()
+    other = threading.Thread(target=recorder.end, args=(2,))
+    other.start()
+    other.join()
+    assert recorder.recording  # the other thread's end() touched nothing
+    recorder.end(2)            # the session's own thread closes it
+    recorder.close()
+    data = read_manifest(tmp_path / "prof")
+    assert any("cannot be stepped or stopped from thread" in e["message"] for e in data["errors"])
+    assert step_ids(torch_traces(tmp_path / "prof")[0]) == [2]
+
+
+def test_closing_from_another_thread_says_the_running_session_was_not_written(tmp_path):
+    recorder = WindowRecorder(config(tmp_path), unit=REQUEST)
+    recorder.arm(first=1)
+    started = threading.Event()
+    release = threading.Event()
+
+    def serve():
+        run(recorder, [1])
+        recorder.begin(2)
+        started.set()
+        release.wait(10)
+        recorder.end(2)  # the request finishes after the close: nothing more is written
+        recorder._backend._prof.stop()  # test clean-up only: the process would end here
+
+    worker = threading.Thread(target=serve)
+    worker.start()
+    started.wait(10)
+    recorder.close("signal", "SIGTERM")
+    data = read_manifest(tmp_path / "prof")
+    release.set()
+    worker.join()
+    assert data["windows"][0]["status"] == "incomplete" and data["status"] == "incomplete"
+    assert any("cannot be stopped from thread" in e["message"] for e in data["errors"])
+
+
+def test_iteration_unit_keeps_the_training_layout(tmp_path):
+    recorder = WindowRecorder(config(tmp_path), unit=ITERATION)
+    recorder.arm(first=1, last=5)
+    run(recorder, range(1, 6))
+    recorder.close()
+    assert step_ids(torch_traces(tmp_path / "prof")[0]) == [2, 3]
+    assert read_manifest(tmp_path / "prof")["unit"] == "iteration"
