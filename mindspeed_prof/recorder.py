@@ -28,32 +28,17 @@ Two process-wide rules live here because only the recorder sees every session:
 import contextlib
 import os
 import threading
-from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Optional
 
 from . import backends, budget, layout, log, ranks, trigger
 from .config import ProfilerConfig
 from .environment import versions
-from .errors import ConfigError
 from .exits import FlushOnExit
 from .manifest import Manifest, overall_status
+from .startup import check_save_path, preflight  # noqa: F401 - the recorder's start-up checks
+from .units import ITERATION, REQUEST, RL_STEP, UNITS, Unit  # noqa: F401 - drivers import them here
 from .window import OPEN_ENDED, StepSchedule, last_iteration, plan_windows
 
-
-@dataclass(frozen=True)
-class Unit:
-    """What the window flags count in one scenario, and how messages and folders name it."""
-
-    name: str      # "iteration"
-    plural: str    # "iterations"
-    prefix: str    # window folders: {prefix}_{first}-{last}
-    owner: str     # what ends: "training ended inside the window"
-
-
-ITERATION = Unit("iteration", "iterations", "iter", "training")
-REQUEST = Unit("request", "requests", "req", "the server")
-RL_STEP = Unit("RL step", "RL steps", "step", "the RL loop")
-UNITS = {u.name: u for u in (ITERATION, REQUEST, RL_STEP)}
 
 # What a user does about a profiler failure, by phase ({owner} goes on without profiling here).
 _FIX = {
@@ -69,36 +54,6 @@ _FIX = {
 
 def _nothing(n):
     return None
-
-
-def check_save_path(path: str, rank: int, backend_name: str) -> None:
-    """ConfigError unless this rank can write ``path`` (and torch_npu would accept its name)."""
-    if backend_name == "npu":
-        from .backends.npu_options import unsupported_path_reason
-        reason = unsupported_path_reason(os.path.abspath(path))
-        if reason:
-            raise ConfigError(f"--profile-save-path {path} {reason}; choose another directory.")
-    probe = os.path.join(path, f".mindspeed_prof_write_test.{os.getpid()}")
-    try:
-        os.makedirs(path, exist_ok=True)
-        with open(probe, "w") as handle:
-            handle.write("ok")
-        os.unlink(probe)
-    except OSError as exc:
-        raise ConfigError(f"--profile-save-path {path} is not writable on rank {rank} "
-                          f"({exc.strerror or exc}); choose a writable directory.") from None
-
-
-def preflight(config: ProfilerConfig, *, rank: int, world_size: int) -> None:
-    """The checks that need no work state, run as soon as the flags are parsed (before the
-    model is built): the ranks exist, and a rank that will profile has a working backend and a
-    writable save path. Raises ConfigError. Rank selectors are resolved later, in arm()."""
-    if not config.profile or ranks.needs_topology(config.profile_ranks):
-        return
-    selected = ranks.resolve(config.profile_ranks, world_size)
-    if rank in selected or config.profile_trigger_file:
-        backend_name, _ = backends.choose(config)
-        check_save_path(config.profile_save_path, rank, backend_name)
 
 
 class WindowRecorder:

@@ -15,7 +15,7 @@ from mindspeed_prof.arguments import add_profile_args, config_from_args
 from mindspeed_prof.arguments.argv import ints_only_ranks_argv, rank_tokens
 from mindspeed_prof.arguments.messages import with_fix
 from mindspeed_prof.errors import ConfigError
-from mindspeed_prof.recorder import preflight
+from mindspeed_prof.startup import preflight
 from mindspeed_prof.patches import sigterm
 from mindspeed_prof.patches.state import state, usage_exit
 from mindspeed_prof.ranks import parse_rank_tokens
