@@ -1,20 +1,25 @@
-"""Adapt a training launch script: run its training command under ``mindspeed_prof.launch``.
+"""Adapt a launch script: run its training (or inference) command under ``mindspeed_prof.launch``.
 
 Pure text in, text out. ``adapt_script`` picks the training command(s) among the launches
 ``launches.find_launches`` recognises, inserts ``-m mindspeed_prof.launch`` before the
-training script's path, appends ``"${PROFILE_ARGS[@]}"`` to its arguments and defines
-``PROFILE_ARGS`` just before it. Nothing else in the text changes, and adapting an adapted script
-with the same flags changes nothing.
+entry script's path, appends ``"${PROFILE_ARGS[@]}"`` to its arguments and defines
+``PROFILE_ARGS`` just before it. A command held in a string the script runs (``CMD="python ..."``
+then ``srun sh -c "$CMD"``) is edited inside the string, and ``PROFILE_ARGS`` is defined before
+the string is. Nothing else in the text changes, inserted lines keep the file's line endings, and
+adapting an adapted script with the same flags changes nothing.
 """
 
 import re
 import shlex
 from dataclasses import dataclass
+from functools import partial
 
 from ..errors import ConfigError
-from .launches import (LAUNCHER_MODULE, LAUNCHER_ONLY, TRAINING, Launch, command_lines,
-                              find_launches, scan_commands)
-from .scan import assignments, expansion_name, line_of, tokenize
+from .embedded import SPLIT, bodies
+from .launches import (BLOCKED, INFERENCE, LAUNCHER_MODULE, LAUNCHER_ONLY, TRAINING, Launch,
+                       command_lines, find_launches, scan_commands)
+from .program import skip_prefixes
+from .scan import ASSIGNMENT_HEAD, assignments, expansion_name, line_of, tokenize
 
 __all__ = ["ARRAY_REF", "Adaptation", "Launch", "STRING_REF", "VARIABLE", "adapt_script",
            "find_launches", "profile_args_value"]
@@ -46,38 +51,55 @@ def adapt_script(text, profile_args, lines=()):
     commands = scan_commands(text)
     values = assignments(commands)
     launches = find_launches(text, commands)
-    chosen = _choose(text, launches, set(lines))
+    chosen = _choose(text, commands, launches, set(lines))
     posix = bool(_POSIX_SHELLS.match(text))
-    value, ref = profile_args_value(profile_args, posix), STRING_REF if posix else ARRAY_REF
-    _refuse_foreign_definitions(text, commands, launches, values, ref)
+    _refuse_foreign_definitions(text, commands, launches, values, posix)
     tokens = tokenize(text)
-    edits, notes = [], []
+    edits, notes = set(), _unchosen_notes(launches, chosen)
     for launch in chosen:
         words = launch.command.words
+        ref, value = _reference(launch, posix), _value(launch, profile_args, posix)
         if not launch.adapted:
-            edits.append((launch.script.start, launch.script.start, f"-m {LAUNCHER_MODULE} "))
-        definition = _our_definition(text, commands, launch.command, ref)
+            edits.add((launch.script.start, launch.script.start, f"-m {LAUNCHER_MODULE} "))
+        definition = _our_definition(text, commands, launch, ref)
         if definition is None:
-            edits.append((words[-1].end, words[-1].end, f" {ref}"))
-            edits.append(_new_definition(text, tokens, launch.command, f"{VARIABLE}={value}"))
+            edits.add((words[-1].end, words[-1].end, f" {ref}"))
+            edits.add(_new_definition(text, tokens, launch.statement, f"{VARIABLE}={value}"))
         elif definition.text != f"{VARIABLE}={value}":
             start = definition.start + len(VARIABLE) + 1
-            edits.append((start, definition.end, value))
+            edits.add((start, definition.end, value))
             notes.append(f"line {line_of(text, start)}: {VARIABLE} was {text[start:definition.end]}"
                          f", now {value}")
+        if launch.verdict == INFERENCE:
+            notes.append(f"line {launch.line}: {launch.script_name} is an inference entry: the "
+                         f"window flags count requests there (the first request is 1)")
         notes.extend(_doubled_flags(launch, values))
     adapted = text
     for start, end, new in sorted(edits, reverse=True):
         adapted = adapted[:start] + new + adapted[end:]
-    return Adaptation(adapted, adapted != text, tuple(chosen), tuple(notes))
+    return Adaptation(adapted, adapted != text, tuple(chosen), tuple(dict.fromkeys(notes)))
 
 
-def _refuse_foreign_definitions(text, commands, launches, values, ref):
+def _unchosen_notes(launches, chosen):
+    """Entries the default choice leaves alone, so a partly adapted script says so."""
+    notes = []
+    for launch in launches:
+        if launch in chosen:
+            continue
+        if launch.verdict == BLOCKED:
+            notes.append(f"{launch.describe()}: not adapted")
+        elif launch.verdict == INFERENCE:
+            notes.append(f"line {launch.line}: the inference entry {launch.script_name} was not "
+                         f"adapted; --line {launch.line} adapts it")
+    return notes
+
+
+def _refuse_foreign_definitions(text, commands, launches, values, posix):
     """PROFILE_ARGS is ours: a script that sets or passes its own would get doubled flags."""
     ours = set()
     for launch in launches:
         carried = [w for w in launch.command.words if VARIABLE in w.text]
-        definition = _our_definition(text, commands, launch.command, ref)
+        definition = _our_definition(text, commands, launch, _reference(launch, posix))
         if carried and definition is None:
             raise ConfigError(
                 f"line {launch.line}: the training command already passes {carried[-1].text}, "
@@ -94,29 +116,34 @@ def _refuse_foreign_definitions(text, commands, launches, values, ref):
 
 # ---- choosing --------------------------------------------------------------------------------
 
-def _choose(text, launches, lines):
+def _choose(text, commands, launches, lines):
+    listing = partial(_listing, text=text, commands=commands, launches=launches)
     if lines:
         chosen = [l for l in launches if l.script is not None and lines & command_lines(text, l)]
         missing = sorted(lines - {n for l in chosen for n in command_lines(text, l)})
         if missing:
-            raise ConfigError(_listing(
-                f"no Python launch this tool can adapt is on line "
-                f"{', '.join(map(str, missing))}", text, launches))
+            raise ConfigError(listing(f"no Python launch this tool can adapt is on line "
+                                      f"{', '.join(map(str, missing))}"))
         return chosen
-    training = [l for l in launches if l.verdict == TRAINING]
-    if training:
-        return training
+    for verdict in (TRAINING, INFERENCE):  # a train-then-generate script profiles the training
+        picked = [l for l in launches if l.verdict == verdict]
+        if picked:
+            return picked
+    if any(l.verdict == BLOCKED for l in launches):
+        raise ConfigError(listing("the training command cannot be adapted where it is written "
+                                  "(the reason is below); fix that, or choose another command "
+                                  "with --line N"))
     others = [l for l in launches if l.verdict == LAUNCHER_ONLY]
     if len(others) == 1:
         return others
     if others:
-        raise ConfigError(_listing("several launches and none named like training; choose "
-                                   "with --line N", text, launches))
-    raise ConfigError(_listing("no training command found (--line N adapts the command on line N "
-                               "anyway)", text, launches))
+        raise ConfigError(listing("several launches and none named like training; choose with "
+                                  "--line N"))
+    raise ConfigError(listing("no training command found (--line N adapts the command on line N "
+                              "anyway)"))
 
 
-def _listing(headline, text, launches):
+def _listing(headline, text, commands, launches):
     """The headline, then each launch seen and why it was not taken, then stray mentions."""
     entries = {launch.line: launch.describe() for launch in launches}
     spans = [(l.command.words[0].start, l.command.words[-1].end) for l in launches]
@@ -128,10 +155,28 @@ def _listing(headline, text, launches):
         if mentions == _MENTIONS_LISTED:
             break
         mentions += 1
-        entries[line] = (f"line {line}: {match.group()} appears only in a comment, string or "
-                         f"heredoc, which the script does not run")
+        entries[line] = f"line {line}: {match.group()} {_mention(text, commands, match.start())}"
     listed = [f"  {entries[line]}" for line in sorted(entries)] or ["  (none)"]
     return "\n".join([f"{headline}. Python launches and mentions seen:"] + listed)
+
+
+def _mention(text, commands, offset):
+    """Why a launch-like word at ``offset`` is not a launch adapt-script can edit."""
+    run = [b for b in bodies(text, commands, assignments(commands)) if b.start <= offset < b.end]
+    if run:
+        return (f"is in a string run by {run[0].where()}, whose shell syntax adapt-script cannot "
+                f"follow; add -m {LAUNCHER_MODULE} and the flags there by hand")
+    holders = [c for c in commands if any(w.start <= offset < w.end for w in c.words)]
+    if not holders:
+        return "appears only in a comment or heredoc, which the script does not run"
+    words = max(holders, key=lambda c: c.words[0].start).words
+    if all(ASSIGNMENT_HEAD.match(w.text) for w in words):
+        name = ASSIGNMENT_HEAD.match(words[0].text).group().rstrip("+=")
+        return (f"is in the string assigned to {name}, which the script never runs as a command "
+                f"(sh -c, bash -c, eval or ${name})")
+    program = words[min(skip_prefixes(words), len(words) - 1)].text
+    return (f"is in an argument of {program}, which adapt-script does not follow; add "
+            f"-m {LAUNCHER_MODULE} and the flags there by hand")
 
 
 # ---- editing -----------------------------------------------------------------------------------
@@ -140,26 +185,60 @@ def profile_args_value(profile_args, posix=False):
     """The right-hand side of ``PROFILE_ARGS=``: a bash array, or a string for POSIX sh."""
     if not posix:
         return "(" + " ".join(shlex.quote(token) for token in profile_args) + ")"
+    return _plain_string(profile_args, "a POSIX sh string variable (the script's #! line names "
+                                       "sh)", "or a bash script")
+
+
+def _plain_string(profile_args, carrier, alternative):
     for token in profile_args:
         if shlex.quote(token) != token:
-            raise ConfigError(f"{token!r} cannot be passed through a POSIX sh string variable "
-                              f"(the script's #! line names sh); use a value without spaces or "
-                              f"quotes, or a bash script")
+            raise ConfigError(f"{token!r} cannot be passed through {carrier}; use a value "
+                              f"without spaces or quotes, {alternative}")
     return '"' + " ".join(profile_args) + '"'
 
 
-def _our_definition(text, commands, command, ref):
-    """The ``PROFILE_ARGS=...`` word adapt-script wrote for ``command``, if it carries ``ref``.
+def _reference(launch, posix):
+    """How the command refers to the flags: the array, or ``$PROFILE_ARGS`` in a string.
 
-    Ours sits right before the command: inline (``PROFILE_ARGS=(...); torchrun``) or on its own
-    line under the marker comment. Any other PROFILE_ARGS belongs to the script's author.
+    In a double-quoted string the reference expands when the string is made, so the value of
+    PROFILE_ARGS is shell text the string's runner parses (``sh -c``, ``eval``); a single-quoted
+    string is only adapted when ``eval`` runs it in this shell, where the array itself reaches.
     """
-    if not command.words or command.words[-1].text != ref:
+    held = launch.held is not None and launch.held.quote == '"'
+    return STRING_REF if posix or held else ARRAY_REF
+
+
+def _value(launch, profile_args, posix):
+    """The right-hand side of ``PROFILE_ARGS=`` for ``launch``."""
+    body = launch.held
+    if body is None or body.quote == "'":
+        return profile_args_value(profile_args, posix)
+    if SPLIT in body.hows():  # `$CMD` as a command: split into words, quotes stay as they are
+        return _plain_string(profile_args, f"a string run by {body.where()}, which splits "
+                                           f"words but removes no quotes",
+                             'or run that string with sh -c "..." or eval')
+    shell_text = " ".join(shlex.quote(token) for token in profile_args)
+    plain = all(shlex.quote(token) == token for token in profile_args)
+    return f'"{shell_text}"' if plain else shlex.quote(shell_text)
+
+
+def _our_definition(text, commands, launch, ref):
+    """The ``PROFILE_ARGS=...`` word adapt-script wrote for ``launch``, if it carries ``ref``.
+
+    Ours sits right before the launch's statement: inline (``PROFILE_ARGS=(...); torchrun``) or
+    on its own line under the marker comment. Any other PROFILE_ARGS belongs to the script's
+    author.
+    """
+    command = launch.statement
+    if not launch.command.words or launch.command.words[-1].text != ref:
         return None
     before = [c for c in commands if c.words[-1].end <= command.list_start]
-    if not before or len(before[-1].words) != 1:
+    if not before:
         return None
-    word = before[-1].words[0]
+    last = max(before, key=lambda c: c.words[-1].end)
+    if len(last.words) != 1:
+        return None
+    word = last.words[0]
     if not word.text.startswith(f"{VARIABLE}="):
         return None
     gap = text[word.end:command.list_start]
@@ -183,7 +262,9 @@ def _new_definition(text, tokens, command, assignment):
     previous = [t for t in tokens if t.end <= start][-1:]
     starts_line = not indent.strip() and (not previous or previous[0].kind == "newline")
     if starts_line:
-        return line_begin, line_begin, f"{indent}{MARKER}\n{indent}{assignment}\n"
+        line_end = text.find("\n", start)
+        newline = "\r\n" if line_end > 0 and text[line_end - 1] == "\r" else "\n"
+        return line_begin, line_begin, f"{indent}{MARKER}{newline}{indent}{assignment}{newline}"
     return start, start, f"{assignment}; "
 
 

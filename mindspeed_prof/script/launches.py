@@ -1,20 +1,27 @@
-"""Recognise the commands of a launch script that start Python, and which of them train.
+"""Recognise the commands of a launch script that start Python, and which of them train or serve.
 
-``find_launches`` looks at every simple command (see ``scan``) and keeps those run by
-torchrun, ``python -m torch.distributed.run/launch`` or ``python SCRIPT``: where the launcher's own
-options end, which word is the training script (where ``-m mindspeed_prof.launch`` goes), and a
-verdict with its reason, so a script nothing can be done with gets an error that says why.
+``find_launches`` looks at every simple command (see ``scan``), and at every string the script
+runs as a command (see ``embedded``), and keeps those run by torchrun,
+``python -m torch.distributed.run/launch`` or ``python SCRIPT``, behind any wrapper ``program``
+knows (``srun``, ``timeout``, ``nohup`` ...): where the launcher's own options end, which word is
+the entry script (where ``-m mindspeed_prof.launch`` goes), and a verdict with its reason, so a
+script nothing can be done with gets an error that says why.
 """
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
+from typing import Optional
 
 from ..errors import ConfigError
+from .embedded import EVAL, Body, bodies
+from .program import DISTRIBUTING, basename, candidates, runners_before
 from .scan import ScanError, assignments, dequote, expansion_name, line_of, scan
 
 LAUNCHER_MODULE = "mindspeed_prof.launch"
-TRAINING, LAUNCHER_ONLY, REJECTED = "training", "launcher only", "rejected"
+TRAINING, INFERENCE, LAUNCHER_ONLY = "training", "inference", "launcher only"
+# BLOCKED: an entry adapt-script recognises but cannot edit where it is written.
+BLOCKED, REJECTED = "blocked", "rejected"
 
 # torch.distributed.run's options that take no value (torch 1.10 ... 2.13; `--use-env` is
 # torch.distributed.launch's own).
@@ -42,16 +49,17 @@ _LAUNCHER_VARIABLE = re.compile(r"(?:^|_)(?:DISTRIBUTED|DIST|LAUNCHER|LAUNCH|TOR
 _NOT_TRAINING = (
     (re.compile(r"preprocess|tokeniz"), "data preprocessing"),
     (re.compile(r"convert|ckpt|checkpoint|merge|export"), "checkpoint conversion"),
-    (re.compile(r"eval|infer|generat|serve|server"), "evaluation or inference"),
+    (re.compile(r"eval"), "evaluation"),
     (re.compile(r"download"), "a download"),
 )
+# Megatron-LM's tools/run_text_generation_server.py and examples/inference/*_inference.py,
+# MindSpeed-LLM's inference.py: the window flags count requests there.
+_INFERENCE = re.compile(r"infer|generat|serve|server|mcore_engine")
 _TRAINING = re.compile(r"train|finetune")
 # `$PYTHON pretrain_gpt.py`: an unknown variable named like this holds the program itself.
 _PROGRAM_VARIABLE = re.compile(r"PYTHON|TORCHRUN|LAUNCHER", re.I)
-# Programs that run the command given after their own options.
-_RUNNERS = ("uv", "conda", "poetry", "pipenv", "numactl", "taskset", "nice", "ionice", "stdbuf")
 # Launchers with conventions of their own: listed with a reason, never edited.
-_UNSUPPORTED = ("deepspeed", "accelerate", "srun", "mpirun", "horovodrun", "msrun")
+_UNSUPPORTED = ("deepspeed", "accelerate", "msrun")
 
 
 @dataclass(frozen=True)
@@ -62,21 +70,52 @@ class Launch:
     launcher: str  # "torchrun", "python -m torch.distributed.launch", "python", ...
     script: object  # the Token `-m mindspeed_prof.launch` goes before (None: nowhere)
     script_name: str
-    verdict: str  # TRAINING, LAUNCHER_ONLY or REJECTED
+    verdict: str  # TRAINING, INFERENCE, LAUNCHER_ONLY, BLOCKED or REJECTED
     reason: str
     adapted: bool  # already runs under mindspeed_prof.launch
+    held: Optional[Body] = None  # the string it is written in, when the script runs a string
+
+    @property
+    def statement(self):
+        """The statement a definition of the flags goes before."""
+        return self.command if self.held is None else self.held.statement
 
     def describe(self):
         what = f"{self.launcher} {self.script_name}".strip()
-        return f"line {self.line}: {what} ({self.reason})"
+        where = f"; in a string run by {self.held.where()}" if self.held else ""
+        return f"line {self.line}: {what} ({self.reason}{where})"
 
 
 def find_launches(text, commands=None):
-    """Every command of ``text`` that starts Python or a launcher, as ``Launch`` records."""
+    """Every command of ``text`` that starts Python or a launcher, as ``Launch`` records, in
+    source order; those written in a string the script runs (``sh -c "$CMD"``) included."""
     commands = scan_commands(text) if commands is None else commands
     values = assignments(commands)
-    return [launch for command in commands
-            if (launch := _inspect(text, command, values)) is not None]
+    found = {}
+    for command in commands:
+        if (launch := _inspect(text, command, values)) is not None:
+            found[command.words[0].start] = launch
+    for body in bodies(text, commands, values):
+        try:
+            inner = scan(text, body.start, body.end)
+        except ScanError:
+            continue  # not shell code this scanner follows: its mentions are listed as such
+        for command in inner:
+            if (launch := _inspect(text, command, values)) is not None:
+                found.setdefault(command.words[0].start, _held(launch, body))
+    return [found[start] for start in sorted(found)]
+
+
+def _held(launch, body):
+    """A launch written in ``body``: adaptable unless the string cannot carry a variable."""
+    launch = replace(launch, held=body)
+    if launch.script is None or launch.verdict == REJECTED:
+        return launch
+    if body.quote == "'" and body.hows() != {EVAL}:
+        return replace(launch, script=None, verdict=BLOCKED, reason=(
+            f"{launch.reason}, but in single quotes, and run where a variable of this script "
+            f"arrives unexpanded; write that string in double quotes"))
+    return launch
 
 
 def scan_commands(text):
@@ -94,10 +133,10 @@ def command_lines(text, launch):
 
 def _inspect(text, command, values):
     words = command.words
-    i = _program_index(words, _skip_prefixes(words), values)
+    i = _program_index(words, values)
     if i is None:
         return None
-    program = shown = _basename(words[i].text, values)
+    program = shown = basename(words[i].text, values)
     if program is None:  # an unknown `$PYTHON` / `$TORCHRUN`: its name tells which it is
         shown = words[i].text
         program = "python" if "PYTHON" in expansion_name(shown).upper() else "torchrun"
@@ -122,45 +161,24 @@ def _inspect(text, command, values):
         return _classify(partial(launch, shown), False, words, values, j - 1, True, None)
     if module:
         return launch(f"{shown} -m {module}", reason="runs a module, not a training script")
-    return _classify(partial(launch, shown), False, words, values, j, False, None)
+    # `srun python pretrain_gpt.py`: one Python per task of the job, as under torchrun
+    distributed = bool(runners_before(words, values, i) & DISTRIBUTING)
+    return _classify(partial(launch, shown), distributed, words, values, j, False, None)
 
 
-def _program_index(words, i, values):
+def _program_index(words, values):
     """Where python/torchrun is, or None when the command starts neither.
 
-    Expansions in front of it (``$VENV_PREFIX "${NSYS_CMD[@]}" python ...``) are taken for
-    wrappers that may be empty, and so are runners such as ``uv run`` or ``numactl ...``; an
-    unknown ``$PYTHON`` or ``$TORCHRUN`` is taken for the program itself.
+    Wrappers in front of it are walked past (see ``program.candidates``); an unknown
+    ``$PYTHON`` or ``$TORCHRUN`` is taken for the program itself.
     """
-    runner = False
-    for j in range(i, len(words)):
-        program = _basename(words[j].text, values)
+    for j, program, name in candidates(words, values):
         if program == "torchrun" or program in _UNSUPPORTED or (
                 program and _PYTHON.fullmatch(program)):
             return j
-        name = expansion_name(words[j].text)
         if program is None and name and _PROGRAM_VARIABLE.search(name):
             return j
-        runner = runner or (j == i and program in _RUNNERS)
-        if not runner and (program is not None or not name):
-            return None
     return None
-
-
-def _skip_prefixes(words):
-    """Index of the program word, past ``VAR=x``, ``nohup``, ``exec``, ``time``, ``env``."""
-    i = 0
-    while i < len(words):
-        word = dequote(words[i].text)
-        if re.match(r"[A-Za-z_][A-Za-z0-9_]*\+?=", words[i].text) or word in ("nohup", "command"):
-            i += 1
-        elif word in ("exec", "time", "env"):
-            i += 1
-            while i < len(words) and words[i].text.startswith("-"):
-                i += 2 if words[i].text in ("-a", "-u", "--unset") else 1
-        else:
-            break
-    return i
 
 
 def _python_options(words, i):
@@ -232,19 +250,6 @@ def _variable_kind(name, values):
     return "options" if _LAUNCHER_VARIABLE.search(name) else None
 
 
-def _basename(text, values):
-    """The last path component of a word, when known: ``$ROOT/pretrain_gpt.py`` has one, and so
-    has ``$ENTRY`` when the script assigns ENTRY a single value ending in one."""
-    base = dequote(text).rsplit("/", 1)[-1]
-    if "\0" not in base:
-        return base
-    found = {tuple(words) for _, words in values.get(expansion_name(text) or "", [])}
-    if len(found) == 1 and len(only := next(iter(found))) == 1:
-        base = only[0].rsplit("/", 1)[-1]
-        return None if "\0" in base else base
-    return None
-
-
 def _classify(launch, distributed, words, values, index, module, problem):
     """The verdict on a launch whose script word is ``words[index]``."""
     if problem or index is None:
@@ -258,7 +263,7 @@ def _classify(launch, distributed, words, values, index, module, problem):
         if index + 1 >= len(words):
             return launch(reason=f"{LAUNCHER_MODULE} without a script")
         index += 1
-    name = (_basename(words[index].text, values) or "\0").lower()
+    name = (basename(words[index].text, values) or "\0").lower()
     shown = words[index].text
     if "\0" in name:
         verdict = LAUNCHER_ONLY if distributed else REJECTED
@@ -266,6 +271,8 @@ def _classify(launch, distributed, words, values, index, module, problem):
     for pattern, what in _NOT_TRAINING:
         if pattern.search(name):
             return launch(script, REJECTED, f"looks like {what}", adapted, shown)
+    if _INFERENCE.search(name):
+        return launch(script, INFERENCE, "inference entry", adapted, shown)
     if _TRAINING.search(name):
         return launch(script, TRAINING, "training entry", adapted, shown)
     if not distributed:

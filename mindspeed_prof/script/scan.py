@@ -2,10 +2,12 @@
 
 ``scan(text)`` returns every simple command the shell would run (``Command``): its words and
 redirections with their character offsets, and where its and-or list starts. Comments,
-heredoc bodies, quoted strings and ``$(...)`` stay inside words or are skipped, so a commented-out
+heredoc bodies and quoted strings stay inside words or are skipped, so a commented-out
 ``torchrun`` or an ``echo "torchrun ..."`` is never mistaken for a launch. Compound commands
 (``if``/``case``/``for``/functions) are flattened: their bodies' simple commands are listed in
-order. This is a scanner for editing, not an interpreter: nothing is expanded.
+order, and so are those of a ``$(...)`` or backtick substitution, right after the command whose
+word holds it. A CRLF line ending is a newline (its ``\r`` belongs to no word), so an edit can
+keep it. This is a scanner for editing, not an interpreter: nothing is expanded.
 """
 
 import re
@@ -15,7 +17,7 @@ _BLANK = " \t"
 _METACHARS = " \t\n;&|()<>"
 _REDIR = re.compile(r"\d*(?:&>>|&>|>>|>&|>\||<<<|<<-|<<|<&|<>|>|<)")
 _CONTROL = ("&&", "||", ";;&", ";;", ";&", "|&", "&", ";", "|", "(", ")")
-_ASSIGNMENT_HEAD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
+ASSIGNMENT_HEAD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
 # At command position these only open or close a compound command; what follows is a command.
 _OPENERS = {"if", "then", "else", "elif", "while", "until", "do", "{"}
 _CLOSERS = {"fi", "done", "}", "esac"}
@@ -141,6 +143,8 @@ def _read_word(text, i):
     start = i
     while i < len(text):
         char = text[i]
+        if text.startswith("\r\n", i) or text.startswith("\\\r\n", i):
+            break  # a CRLF line end, or a continuation before one
         if char == "\\":
             i += 2
         elif char == "'":
@@ -151,7 +155,7 @@ def _read_word(text, i):
             i = _skip_backtick(text, i)
         elif char == "$":
             i = _skip_dollar(text, i)
-        elif char == "(" and _ASSIGNMENT_HEAD.fullmatch(text, start, i):
+        elif char == "(" and ASSIGNMENT_HEAD.fullmatch(text, start, i):
             i = _skip_group(text, i + 1, ")")  # NAME=( ... ) array, comments allowed inside
         elif char in "<>" and text[i + 1:i + 2] == "(" and i == start:
             i = _skip_group(text, i + 2, ")")  # process substitution
@@ -164,13 +168,15 @@ def _read_word(text, i):
 
 # ---- tokens ------------------------------------------------------------------------------------
 
-def tokenize(text):
-    """Tokens of ``text``; comments, line continuations and heredoc bodies are left out."""
-    tokens, heredocs, i = [], [], 0
+def tokenize(text, start=0):
+    """Tokens of ``text[start:]``; comments, line continuations and heredoc bodies are left out."""
+    tokens, heredocs, i = [], [], start
     while i < len(text):
         char = text[i]
-        if char in _BLANK or text.startswith("\\\n", i):
-            i += 1 if char in _BLANK else 2
+        if char in _BLANK or text.startswith("\r\n", i):
+            i += 1
+        elif text.startswith("\\\n", i) or text.startswith("\\\r\n", i):
+            i += 2 if text[i + 1] == "\n" else 3
         elif text.startswith("((", i):  # arithmetic command: its `<<` is a shift, not a heredoc
             end = _skip_group(text, i + 1, ")")
             tokens.append(Token("word", text[i:end], i, end))
@@ -210,7 +216,7 @@ def _skip_heredoc(text, i, delimiter, strip_tabs):
     while i < len(text):
         newline = text.find("\n", i)
         end = len(text) if newline < 0 else newline
-        line = text[i:end]
+        line = text[i:end].removesuffix("\r")
         i = end + 1
         if (line.lstrip("\t") if strip_tabs else line) == delimiter:
             return min(i, len(text))
@@ -271,12 +277,55 @@ def _dequote_double(inner):
 
 # ---- commands ----------------------------------------------------------------------------------
 
-def scan(text):
-    """Every simple command of ``text`` in source order (a list of ``Command``)."""
+def scan(text, start=0, end=None):
+    """Every simple command of ``text[start:end]`` in source order (a list of ``Command``).
+
+    Offsets stay those of ``text``: the text is cut at ``end``, never shifted.
+    """
+    text, commands = text if end is None else text[:end], []
+    for command in _scan(text, start):
+        commands.append(command)
+        for word in command.words + [target for _, target in command.redirects if target]:
+            for body in substitutions(text, word.start, word.end):
+                commands.extend(scan(text, *body))
+    return commands
+
+
+def substitutions(text, start, end):
+    """The bodies ``(start, end)`` of the ``$(...)`` and backtick substitutions in one word."""
+    found, i, double = [], start, False
+    while i < end:
+        char = text[i]
+        if char == "\\":
+            i += 2
+        elif char == "'" and not double:
+            i = _skip_single(text, i)
+        elif char == '"':
+            double, i = not double, i + 1
+        elif char == "`" or (text.startswith("$(", i) and not text.startswith("$((", i)):
+            stop = _skip_backtick(text, i) if char == "`" else _skip_dollar(text, i)
+            found.append((i + (1 if char == "`" else 2), stop - 1))
+            i = stop
+        elif char == "$":
+            i = _skip_dollar(text, i)
+        else:
+            i += 1
+    return found
+
+
+def quoted_span(text, start, end):
+    """``(inner start, inner end, quote)`` when ``text[start:end]`` is one quoted string."""
+    if end - start < 2 or text[start] not in "'\"":
+        return None
+    skip = _skip_single if text[start] == "'" else _skip_double
+    return (start + 1, end - 1, text[start]) if skip(text, start) == end else None
+
+
+def _scan(text, start):
     commands, current = [], None
     list_start, joined = None, False
     case_depth, in_pattern = 0, False
-    tokens = tokenize(text)
+    tokens = tokenize(text, start)
     index = 0
     while index < len(tokens):
         token = tokens[index]
@@ -356,10 +405,10 @@ def assignments(commands):
         words = command.words
         if words[0].text in _DECLARERS:  # `export NAME=x`, `local -a NAME=(...)`
             words = [w for w in words[1:] if not w.text.startswith("-")]
-        if not words or not all(_ASSIGNMENT_HEAD.match(w.text) for w in words):
+        if not words or not all(ASSIGNMENT_HEAD.match(w.text) for w in words):
             continue
         for word in words:
-            head = _ASSIGNMENT_HEAD.match(word.text)
+            head = ASSIGNMENT_HEAD.match(word.text)
             name = re.match(r"[A-Za-z_][A-Za-z0-9_]*", word.text).group()
             value = word.text[head.end():]
             if value.startswith("(") and value.endswith(")"):
