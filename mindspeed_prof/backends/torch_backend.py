@@ -9,8 +9,11 @@ stop_trace + 120 ms export, async and sync alike), far below any collective time
 """
 
 import os
+import signal
+import sys
 import threading
 import time
+import warnings
 
 import torch
 
@@ -40,6 +43,40 @@ def _activities():
     return activities
 
 
+# Set to 0 to write the trace from a thread of the training process instead of a forked child.
+EXPORT_FORK_ENV = "MINDSPEED_PROF_EXPORT_FORK"
+
+
+def _may_fork_export(activities):
+    """Whether the trace of a window recording ``activities`` may be written by a forked child.
+
+    Linux only (fork with threads is unsafe on macOS; Windows has none), and CPU traces only:
+    with CUDA activity kineto may still query the device while saving, which a forked child
+    must not do (unverified on a GPU, so not done)."""
+    return (sys.platform.startswith("linux") and hasattr(os, "fork")
+            and os.environ.get(EXPORT_FORK_ENV, "1") != "0"
+            and list(activities) == [torch.profiler.ProfilerActivity.CPU])
+
+
+def _export_and_exit(prof, path, read_end, write_end):
+    """The forked child: save the trace, tell the parent what failed, never return."""
+    code = 1
+    try:
+        os.close(read_end)
+        # torchrun signals the whole process group: the parent decides how long to wait for us.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        prof.export_chrome_trace(path)
+        code = 0
+    except BaseException as exc:  # noqa: BLE001 - reported by the parent
+        try:
+            os.write(write_end, (str(exc) or type(exc).__name__).encode()[:4096])
+        except BaseException:  # noqa: BLE001
+            pass
+    finally:
+        os._exit(code)  # no atexit, no flush of buffers copied from the parent
+
+
 class TorchBackend(Backend):
     name = "torch"
 
@@ -50,6 +87,8 @@ class TorchBackend(Backend):
         self._stopped = False
         self._paths = []
         self._threads = []
+        self._fork_export = False
+        self.export_cpu_s = None  # CPU seconds of the forked export, once it has ended
 
     @property
     def step_num(self):
@@ -60,8 +99,10 @@ class TorchBackend(Backend):
         schedule = torch.profiler.schedule(wait=s.wait, warmup=s.warmup, active=s.active,
                                            repeat=s.repeat, skip_first=s.skip_first)
         config = self.config
+        activities = _activities()
+        self._fork_export = _may_fork_export(activities)
         self._prof = torch.profiler.profile(
-            activities=_activities(), schedule=schedule, on_trace_ready=self._on_trace_ready,
+            activities=activities, schedule=schedule, on_trace_ready=self._on_trace_ready,
             record_shapes=config.profile_record_shapes, profile_memory=config.profile_with_memory,
             with_stack=config.profile_with_stack, with_flops=config.profile_with_flops,
             with_modules=config.profile_with_modules)
@@ -99,27 +140,86 @@ class TorchBackend(Backend):
         if self.config.profile_analyse == "sync":
             self._export(prof, path)
             return
+        if self._fork_export and self._export_in_child(prof, path):
+            return
         thread = threading.Thread(target=self._export, args=(prof, path),
                                   name=f"mindspeed_prof-export-rank{self.rank}", daemon=False)
         self._threads.append(thread)
         thread.start()
 
     def _export(self, prof, path):
+        error = None
         try:
             prof.export_chrome_trace(path)
-            if not os.path.isfile(path) or not os.path.getsize(path):
+        except Exception as exc:  # noqa: BLE001 - a failed export must not end the training
+            error = str(exc)
+        self._finish_export(path, error)
+
+    def _export_in_child(self, prof, path):
+        """Write the trace from a forked copy of this process; False when it cannot fork.
+
+        The child owns the only work left (kineto's JSON save, which holds the GIL and so
+        stalls every thread here); this process goes on at once and a thread waits for it."""
+        read_end, write_end = os.pipe()
+        try:
+            with warnings.catch_warnings():  # Python 3.12+: "multi-threaded, fork() may deadlock"
+                warnings.simplefilter("ignore", DeprecationWarning)
+                pid = os.fork()
+        except OSError as exc:
+            os.close(read_end)
+            os.close(write_end)
+            self.report("warning", "export", f"could not start the export process ({exc}); "
+                                             f"writing the trace from this process instead")
+            return False
+        if pid == 0:
+            _export_and_exit(prof, path, read_end, write_end)
+        os.close(write_end)
+        thread = threading.Thread(target=self._reap, args=(pid, read_end, path),
+                                  name=f"mindspeed_prof-export-rank{self.rank}", daemon=False)
+        self._threads.append(thread)
+        thread.start()
+        return True
+
+    def _reap(self, pid, read_end, path):
+        try:
+            _, status, usage = os.wait4(pid, 0)
+        except ChildProcessError:  # reaped by someone else (SIGCHLD ignored): it has ended
+            status = usage = None
+        # Read only once the child has ended: a process another thread forked meanwhile may
+        # hold the pipe's write end open for its whole life.
+        os.set_blocking(read_end, False)
+        try:
+            said = os.read(read_end, 4096).decode(errors="replace")  # the child's error, if any
+        except OSError:
+            said = ""
+        finally:
+            os.close(read_end)
+        if status is None:
+            self._finish_export(path, said or None)  # judged by the file
+            return
+        self.export_cpu_s = usage.ru_utime + usage.ru_stime
+        code = os.waitstatus_to_exitcode(status)
+        if code < 0:
+            said = f"the export process died of signal {-code}"
+        elif code and not said:
+            said = f"the export process exited with status {code}"
+        self._finish_export(path, said if code else None)
+
+    def _finish_export(self, path, error):
+        try:
+            if error is None and (not os.path.isfile(path) or not os.path.getsize(path)):
                 # kineto reports a failed write (full disk, lost mount) only as "Failed to write
                 # to log file!" on stderr, and returns normally.
-                raise OSError("torch.profiler returned without writing it")
-        except Exception as exc:  # noqa: BLE001 - a failed export must not end the training
-            self.failed = True
-            self.report("error", "export", f"writing {path} failed: {exc}; check free space and "
-                                           f"permissions of --profile-save-path")
-            for partial in (path, path + ".tmp"):  # kineto writes {path}.tmp, then renames
-                try:
-                    os.unlink(partial)
-                except OSError:
-                    pass
+                error = "torch.profiler returned without writing it"
+            if error is not None:
+                self.failed = True
+                self.report("error", "export", f"writing {path} failed: {error}; check free "
+                                               f"space and permissions of --profile-save-path")
+                for partial in (path, path + ".tmp"):  # kineto writes {path}.tmp, then renames
+                    try:
+                        os.unlink(partial)
+                    except OSError:
+                        pass
         finally:
             self._mark_saved()
 
