@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HARNESS_DIR = pathlib.Path(__file__).resolve().parent
@@ -138,7 +139,28 @@ def _clear_reports(report_dir):
         path.unlink()
 
 
-def _run(command, env, cwd, timeout):
+def _all_ranks_reached(report_dir, nproc, iteration):
+    try:
+        reports = _read_reports(report_dir)
+    except (OSError, ValueError):  # a report being replaced right now
+        return False
+    return len(reports) >= nproc and all(
+        iteration in report.get("train_step_iterations", []) for report in reports.values())
+
+
+def _signal_job_when(process, report_dir, nproc, signal_job, deadline):
+    """Send ``signum`` to the job's whole process group (what a terminal's Ctrl-C, ``timeout``
+    or a container stop does) once every rank has begun logged iteration ``iteration``."""
+    signum, iteration = signal_job
+    while time.monotonic() < deadline and process.poll() is None:
+        if _all_ranks_reached(report_dir, nproc, iteration):
+            time.sleep(0.5)  # well inside the iteration (the test makes it sleep)
+            os.killpg(process.pid, signum)
+            return
+        time.sleep(0.1)
+
+
+def _run(command, env, cwd, timeout, signal_job=None, nproc=1):
     report_dir = env.get("HARNESS_REPORT_DIR")
     if report_dir:
         _clear_reports(report_dir)
@@ -147,6 +169,12 @@ def _run(command, env, cwd, timeout):
     process = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     timed_out = False
+    if signal_job is not None:
+        # torchrun sends each worker's process group (the rank and its DataLoader workers)
+        # the signal it received, as SLURM's scancel reaches every process of the job.
+        watcher = threading.Thread(target=_signal_job_when, daemon=True, args=(
+            process, report_dir, nproc, signal_job, start + timeout))
+        watcher.start()
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -175,12 +203,15 @@ def run_training(
     launcher_prefix=(),
     script=ENTRY_SCRIPT,
     with_default_args=True,
+    signal_job=None,
 ):
     """``torchrun --standalone --nproc-per-node N [prefix] pretrain_gpt.py <tiny args> <args>``.
 
     Later flags win in argparse, so ``args`` may override the defaults. ``launcher_prefix``
     goes between torchrun's options and the script, e.g. ``["-m", "mindspeed_prof.launch"]``.
-    Give ``env`` (see :func:`harness_env`) or ``tmp_path`` to get one built.
+    Give ``env`` (see :func:`harness_env`) or ``tmp_path`` to get one built. ``signal_job=
+    (signal.SIGTERM, N)`` sends that signal to the whole job's process group once every rank has
+    begun logged iteration N (pair it with ``HARNESS_SLEEP_AT_ITER=N:S``).
     """
     if env is None:
         if tmp_path is None:
@@ -198,7 +229,7 @@ def run_training(
         *(default_args() if with_default_args else []),
         *map(str, args),
     ]
-    return _run(command, env, cwd or tmp_path, timeout)
+    return _run(command, env, cwd or tmp_path, timeout, signal_job, nproc)
 
 
 def run_script(script_path=LAUNCH_SCRIPT, args=(), *, tmp_path=None, nproc=2, env=None, cwd=None,

@@ -119,8 +119,14 @@ class RunReport(NullReport):
 
 def _record_sigterm(report):
     previous = signal.getsignal(signal.SIGTERM)
+    owner = os.getpid()
 
     def on_sigterm(signum, frame):
+        if os.getpid() != owner:
+            # A forked DataLoader worker inherits this handler; the rank's report is not its own.
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
         report.record_signal("SIGTERM")
         if callable(previous):
             # Whoever handled SIGTERM before Megatron was imported (a launcher) decides.

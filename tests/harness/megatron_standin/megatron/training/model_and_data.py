@@ -82,17 +82,34 @@ def setup_model_and_optimizer(model_provider_func, model_type, checkpointing_con
     return model, optimizer, opt_param_scheduler
 
 
-def _micro_batches(dataset, consumed_samples):
+class _PretrainingBatchSampler:
     """Megatron's pretraining sampler order: each data-parallel rank takes its own slice of
     consecutive global batches, starting after the samples a checkpoint already consumed."""
-    args = get_args()
-    size = args.micro_batch_size
-    stride = size * mpu.get_data_parallel_world_size()
-    first = consumed_samples + mpu.get_data_parallel_rank() * size
-    while True:
-        samples = [dataset[i % len(dataset)] for i in range(first, first + size)]
-        yield {key: torch.stack([torch.as_tensor(s[key]) for s in samples]) for key in samples[0]}
-        first += stride
+
+    def __init__(self, dataset_size, consumed_samples):
+        args = get_args()
+        self.size = args.micro_batch_size
+        self.stride = self.size * mpu.get_data_parallel_world_size()
+        self.first = consumed_samples + mpu.get_data_parallel_rank() * self.size
+        self.dataset_size = dataset_size
+
+    def __iter__(self):
+        first = self.first
+        while True:
+            yield [i % self.dataset_size for i in range(first, first + self.size)]
+            first += self.stride
+
+
+def _micro_batches(dataset, consumed_samples):
+    """Micro-batches as Megatron's ``build_pretraining_data_loader`` makes them: a DataLoader
+    with ``--num-workers`` worker processes (upstream's default is 2), persistent like
+    upstream's, so a signal sent to the whole job reaches worker processes too. ``0`` loads in
+    the training process."""
+    num_workers = get_args().num_workers
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_sampler=_PretrainingBatchSampler(len(dataset), consumed_samples),
+        num_workers=num_workers, persistent_workers=num_workers > 0)
+    return iter(loader)
 
 
 def build_train_valid_test_data_iterators(build_train_valid_test_datasets_provider):
