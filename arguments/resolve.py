@@ -41,7 +41,9 @@ def config_from_args(args, argv=None, environ=None):
     raw_ranks = argv_tools.rank_tokens(argv)
     if raw_ranks is not None:
         values["profile_ranks"] = raw_ranks
-    for key in ("profile_ranks", "profile_host_sys", "profile_steps", "profile_stages"):
+    # Not profile_ranks: a YAML [] must stay a list, which names no rank, not become the
+    # canonical () that means every rank.
+    for key in ("profile_host_sys", "profile_steps", "profile_stages"):
         if isinstance(values.get(key), list):
             values[key] = tuple(values[key])
     try:

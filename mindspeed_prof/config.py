@@ -6,6 +6,7 @@ a parsed argparse namespace into this object.
 """
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -196,6 +197,11 @@ def _check_kind(f, value):
     }[kind]
     if not ok(value):
         raise ConfigError(f"{flag} {value!r} has the wrong type: expected {describe_kind(f)}.")
+    if kind == "float?" and value is not None and not math.isfinite(value):
+        # nan compares false with every bound, so it would slip past the range checks and, for
+        # --profile-max-gb, silently switch the budget off.
+        raise ConfigError(f"{flag} {value} is not a finite number; give a number such as 10, or "
+                          f"leave {flag} out.")
 
 
 def describe_kind(f):

@@ -3,7 +3,7 @@
 A selection is a tuple of items; the empty tuple means every rank. Items are global ranks (int)
 or topology selectors (str) that need the parallel layout to resolve:
 
-    -1 | all | (nothing)      every rank
+    -1 | all                  every rank (only these: an empty list is a mistake, not "all")
     0 2 5 | 0,2,5 | 0-7       global ranks, lists and inclusive ranges
     pp-stage-leaders          one rank per pipeline stage (tp=0, dp=0, cp=0, ep=0)
     first-pp-stage, last-pp-stage
@@ -25,9 +25,16 @@ _FIX = (f"use global ranks (0 2 5), ranges (0-7), -1/all for every rank, or a se
 
 
 def parse_rank_tokens(tokens):
-    """Turn flag/YAML tokens into a canonical selection tuple (``()`` = all ranks)."""
-    if tokens is None:
+    """Turn flag/YAML tokens into a canonical selection tuple (``()`` = all ranks).
+
+    The canonical ``()`` (what a config holds for "all") is accepted as is. Anything else that
+    names no rank (``''``, ``','``, ``[]``, None: an unset ``$RANKS`` in a launch script) is
+    refused: on a large job silently profiling every rank would fill the disk.
+    """
+    if isinstance(tokens, tuple) and not tokens:
         return ()
+    if tokens is None:
+        tokens = []
     if isinstance(tokens, (int, str)):
         tokens = [tokens]
     items, every_rank = [], False
@@ -46,6 +53,9 @@ def parse_rank_tokens(tokens):
                 every_rank = True
                 continue
             items.extend(_parse_item(part))
+    if not (items or every_rank):
+        shown = " ".join(repr(t) for t in tokens) if tokens else "[]"
+        raise ConfigError(f"{FLAG} {shown} names no rank (an empty variable?); {_FIX}.")
     return () if every_rank else _dedupe(items)
 
 

@@ -91,6 +91,11 @@ def non_number_value(draw):
     return [f"{flag}={value}"], [flag]
 
 
+# nan compares false with every bound; inf is no budget at all. Both spelled as Python and
+# argparse's float() accept them.
+NON_FINITE = st.sampled_from(["nan", "NaN", "inf", "Infinity", "-inf", "+inf"])
+
+
 @st.composite
 def out_of_range_number(draw):
     case = draw(st.sampled_from(["start", "end", "every", "poll", "gc", "max_gb"]))
@@ -110,8 +115,15 @@ def out_of_range_number(draw):
     if case == "gc":
         value = draw(st.floats(max_value=-0.001, allow_nan=False, allow_infinity=False))
         return [f"--profile-gc-detect-threshold={value}"], ["--profile-gc-detect-threshold"]
-    value = draw(st.floats(max_value=0, allow_nan=False, allow_infinity=False))
+    value = draw(st.one_of(st.floats(max_value=0, allow_nan=False, allow_infinity=False),
+                           NON_FINITE))
     return [f"--profile-max-gb={value}"], ["--profile-max-gb"]
+
+
+@st.composite
+def non_finite_number(draw):
+    flag = draw(st.sampled_from(NUMBER_FLAGS))
+    return [f"{flag}={draw(NON_FINITE)}"], [flag]
 
 
 @st.composite
@@ -145,6 +157,17 @@ def malformed_ranks(draw):
     ))
     good = draw(st.lists(st.integers(0, 63).map(str), max_size=2))
     return [f"--profile-ranks", *good, token], ["--profile-ranks"]
+
+
+@st.composite
+def rank_list_naming_no_rank(draw):
+    """An unset $RANKS in a launch script, or only separators: never "every rank"."""
+    nothing = st.text(alphabet=", \t", max_size=4)
+    argv = draw(st.one_of(
+        nothing.map(lambda t: [f"--profile-ranks={t}"]),
+        st.lists(nothing, min_size=1, max_size=3).map(lambda ts: ["--profile-ranks", *ts]),
+    ))
+    return argv, ["--profile-ranks"]
 
 
 @st.composite
@@ -196,7 +219,7 @@ def contradictory_flags(draw):
 INVALID_FLAGS = st.one_of(non_integer_value(), non_number_value(), out_of_range_number(),
                           unknown_name(), unknown_host_metric(), malformed_ranks(),
                           malformed_steps(), unknown_flag(), switch_with_a_value(),
-                          contradictory_flags())
+                          contradictory_flags(), non_finite_number(), rank_list_naming_no_rank())
 
 
 @settings(max_examples=160, deadline=None)
@@ -256,7 +279,8 @@ def unknown_key(draw):
 
 @st.composite
 def out_of_range_key(draw):
-    case = draw(st.sampled_from(["start", "end", "gc", "every", "ranks", "steps"]))
+    case = draw(st.sampled_from(["start", "end", "gc", "every", "ranks", "steps", "non-finite",
+                                 "no-rank"]))
     if case == "start":
         return f"profile_step_start: {draw(st.integers(max_value=0))}\n", ["profile_step_start",
                                                                              "--profile-step-start"]
@@ -275,6 +299,13 @@ def out_of_range_key(draw):
     if case == "ranks":
         bad = draw(st.sampled_from(["[a, b]", "'0-'", "[-3]", "'9-2'", "'tq=0'", "[0, x1]"]))
         return f"profile_ranks: {bad}\n", ["profile_ranks", "--profile-ranks"]
+    if case == "no-rank":
+        bad = draw(st.sampled_from(["[]", "''", "','", "' , '", "['']", "[',', '']", "null", ""]))
+        return f"profile_ranks: {bad}\n", ["profile_ranks", "--profile-ranks"]
+    if case == "non-finite":
+        key = draw(st.sampled_from(["profile_max_gb", "profile_gc_detect_threshold"]))
+        bad = draw(st.sampled_from([".nan", ".NaN", ".inf", ".Inf", "-.inf", "+.inf"]))
+        return f"{key}: {bad}\n", [key, flag_name(key)]
     bad = draw(st.sampled_from(["'5-3'", "'a-b'", "[0-2]", "'1-5,3-8'"]))
     return f"profile_steps: {bad}\n", ["profile_steps", "--profile-steps"]
 
@@ -366,7 +397,8 @@ def test_console_script_exits_2_with_one_line_and_no_traceback(tmp_path):
      "--profile-level 'Level9' is not one of level_none, level0, level1, level2"),
     (["--profile-levl", "level1"], "unrecognized option '--profile-levl'; did you mean "
                                    "--profile-level?"),
-], ids=["bad value", "mistyped flag"])
+    (["--profile-ranks", ""], "--profile-ranks '' names no rank"),
+], ids=["bad value", "mistyped flag", "empty rank list"])
 def test_training_with_an_invalid_flag_exits_2_with_one_clear_message(tmp_path, bad, message):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(STANDIN_DIR),
                                                        os.environ.get("PYTHONPATH", "")]),

@@ -89,3 +89,39 @@ def test_every_field_has_a_flag_name_and_help():
         assert name.startswith("profile")
         assert flag_name(name).startswith("--profile")
         assert spec.metadata["help"]
+
+
+@pytest.mark.parametrize("knob", ["profile_max_gb", "profile_gc_detect_threshold"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_a_non_finite_number_is_refused_naming_the_flag(knob, value):
+    # nan passes every "<= 0" check: the budget would silently be off
+    with pytest.raises(ConfigError, match=f"^{flag_name(knob)} -?(nan|inf) is not a finite number"):
+        ProfilerConfig(profile=True, **{knob: value})
+
+
+@pytest.mark.parametrize("spelling", [".nan", ".inf", ".NaN", "-.inf"])
+def test_yaml_nan_and_inf_budgets_are_refused_naming_the_file(tmp_path, spelling):
+    from mindspeed_prof.arguments import parse_profile_flags
+    path = tmp_path / "p.yaml"
+    path.write_text(f"profile_max_gb: {spelling}\n")
+    with pytest.raises(ConfigError) as info:
+        parse_profile_flags(["--profile-config", str(path)])
+    assert "is not a finite number" in str(info.value)
+    assert f"value from --profile-config {path}, key profile_max_gb" in str(info.value)
+
+
+@pytest.mark.parametrize("typed", [["--profile-ranks", ""], ["--profile-ranks", ","],
+                                   ["--profile-ranks=", "--profile-level", "level1"]])
+def test_an_empty_rank_list_on_the_command_line_is_a_usage_error(typed):
+    from mindspeed_prof.arguments import parse_profile_flags
+    with pytest.raises(ConfigError, match="^--profile-ranks .* names no rank"):
+        parse_profile_flags(typed)
+
+
+@pytest.mark.parametrize("text", ["profile_ranks: []", "profile_ranks: ''", "profile_ranks: ','"])
+def test_an_empty_rank_list_in_yaml_is_a_usage_error(tmp_path, text):
+    from mindspeed_prof.arguments import parse_profile_flags
+    path = tmp_path / "p.yaml"
+    path.write_text(text + "\n")
+    with pytest.raises(ConfigError, match="^--profile-ranks .* names no rank.*key profile_ranks"):
+        parse_profile_flags(["--profile-config", str(path)])

@@ -5,9 +5,17 @@ from mindspeed_prof.errors import ConfigError
 from mindspeed_prof.ranks import format_selection, parse_rank_tokens, resolve
 
 
-@pytest.mark.parametrize("tokens", [["-1"], ["all"], [-1], [], ["0", "-1"], "ALL"])
-def test_minus_one_all_and_empty_mean_every_rank(tokens):
-    assert parse_rank_tokens(tokens) == ()
+@pytest.mark.parametrize("tokens", [["-1"], ["all"], [-1], ["0", "-1"], "ALL", ()])
+def test_only_minus_one_and_all_mean_every_rank(tokens):
+    assert parse_rank_tokens(tokens) == ()  # () is the canonical "all" a config holds
+
+
+@pytest.mark.parametrize("tokens", [[""], [","], " , ", "", [], None, ["", ""], [" "]])
+def test_a_rank_list_that_names_no_rank_is_refused_naming_the_flag(tokens):
+    with pytest.raises(ConfigError) as info:
+        parse_rank_tokens(tokens)
+    assert str(info.value).startswith("--profile-ranks ") and "names no rank" in str(info.value)
+    assert "-1/all for every rank" in str(info.value)
 
 
 def test_lists_ranges_and_commas_combine_in_order_without_duplicates():
