@@ -1,7 +1,8 @@
 """Parsed arguments -> ProfilerConfig, with YAML and environment values merged in.
 
 Precedence, highest first: the command line, ``MINDSPEED_PROF_*`` environment variables, the
-``--profile-config`` file, then the defaults of whichever parser defined the flag.
+``--profile-config`` file (or ``MINDSPEED_PROF_CONFIG``), then the defaults of whichever parser
+defined the flag.
 """
 
 import argparse
@@ -14,7 +15,7 @@ from mindspeed_prof.errors import ConfigError
 from . import argv as argv_tools
 from .flags import add_profile_args
 from .messages import unrecognized
-from .yaml_file import env_values, load_yaml
+from .yaml_file import CONFIG_ENV, env_config_path, env_values, load_yaml
 
 
 def config_from_args(args, argv=None, environ=None):
@@ -30,9 +31,12 @@ def config_from_args(args, argv=None, environ=None):
     values = {knob: getattr(args, knob) for knob in KNOBS if hasattr(args, knob)}
     origin = {}
     layers = []
-    if values.get("profile_config"):
-        path = values["profile_config"]
-        layers.append((f"--profile-config {path}", load_yaml(path)))
+    path, flag = values.get("profile_config"), "--profile-config"
+    if "profile_config" not in typed and env_config_path(environ):
+        path, flag = env_config_path(environ), CONFIG_ENV
+        values["profile_config"], origin["profile_config"] = path, "environment"
+    if path:
+        layers.append((f"{flag} {path}", load_yaml(path, flag)))
     layers.append(("environment", env_values(environ)))
     for where, layer in layers:
         for key, value in layer.items():

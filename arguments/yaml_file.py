@@ -14,8 +14,10 @@ from mindspeed_prof.config import KNOBS, describe_kind
 from mindspeed_prof.errors import ConfigError
 
 ENV_PREFIX = "MINDSPEED_PROF_"
+# The environment form of --profile-config: a file to read, not a value (see env_config_path).
+CONFIG_ENV = "MINDSPEED_PROF_CONFIG"
 # Variables of ours that are switches of the tool, not config knobs.
-_ENV_NOT_KNOBS = {"MINDSPEED_PROF_AUTOLOAD", "MINDSPEED_PROF_DEBUG"}
+_ENV_NOT_KNOBS = {"MINDSPEED_PROF_AUTOLOAD", "MINDSPEED_PROF_DEBUG", CONFIG_ENV}
 
 
 def _value_fits(kind, value):
@@ -51,10 +53,20 @@ def check_values(values, where):
     return values
 
 
-def load_yaml(path):
-    """The knob values in a ``--profile-config`` file, checked."""
-    where = f"--profile-config {path}"
+def load_yaml(path, flag="--profile-config"):
+    """The knob values in a ``--profile-config`` file, checked; ``flag`` names where the path
+    came from in messages (the flag, or ``MINDSPEED_PROF_CONFIG``)."""
+    where = f"{flag} {path}"
     return check_values(read_mapping(path, where), where)
+
+
+def env_config_path(environ):
+    """``MINDSPEED_PROF_CONFIG=FILE``, the environment form of ``--profile-config FILE``."""
+    path = environ.get(CONFIG_ENV)
+    if path is not None and not path.strip():
+        raise ConfigError(f"environment variable {CONFIG_ENV} is empty; give the path of a YAML "
+                          f"file, or unset it.")
+    return path
 
 
 def read_mapping(path, where):

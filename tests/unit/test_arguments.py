@@ -123,3 +123,61 @@ def test_misspelled_flag_suggests_the_right_one():
 def test_bad_int_value_names_the_flag():
     with pytest.raises(ConfigError, match="--profile-step-end: expected an integer"):
         parse_profile_flags(["--profile-step-end", "soon"], environ={})
+
+
+def test_profile_config_can_come_from_its_environment_variable(tmp_path):
+    path = write(tmp_path, "profile_step_start: 3\nprofile_step_end: 5\n")
+    config = parse_profile_flags([], environ={"MINDSPEED_PROF_CONFIG": path})
+    assert (config.profile_config, config.profile_step_start, config.profile_step_end) == (path, 3, 5)
+
+
+def test_every_flag_has_an_environment_variable_that_is_accepted(tmp_path):
+    # README: "Every flag is also ... an environment variable MINDSPEED_PROF_<NAME>".
+    from mindspeed_prof.config import KNOBS
+    path = write(tmp_path, "")
+    for knob in KNOBS:
+        name = "MINDSPEED_PROF_" + ("PROFILE" if knob == "profile" else knob[len("profile_"):].upper())
+        value = {"profile_config": path}.get(knob, "1")
+        try:
+            parse_profile_flags([], environ={name: value})
+        except ConfigError as exc:  # "1" is no level name: refused as a value, not as a variable
+            assert "not a mindspeed_prof setting" not in str(exc), (name, str(exc))
+            assert "unknown key" not in str(exc), (name, str(exc))
+
+
+def test_profile_config_on_the_command_line_wins_over_the_variable(tmp_path):
+    from_env = write(tmp_path, "profile_step_start: 3\n")
+    typed = tmp_path / "typed.yaml"
+    typed.write_text("profile_step_start: 7\nprofile_step_end: 9\n")
+    config = parse_profile_flags(["--profile-config", str(typed)],
+                                 environ={"MINDSPEED_PROF_CONFIG": from_env})
+    assert (config.profile_config, config.profile_step_start) == (str(typed), 7)
+
+
+def test_other_variables_win_over_the_file_named_by_the_variable(tmp_path):
+    path = write(tmp_path, "profile_step_start: 3\nprofile_step_end: 5\n")
+    config = parse_profile_flags([], environ={"MINDSPEED_PROF_CONFIG": path,
+                                              "MINDSPEED_PROF_STEP_END": "6"})
+    assert (config.profile_step_start, config.profile_step_end) == (3, 6)
+
+
+@pytest.mark.parametrize("value, message", [
+    ("/nowhere/p.yaml", "MINDSPEED_PROF_CONFIG /nowhere/p.yaml: file not found"),
+    ("", "environment variable MINDSPEED_PROF_CONFIG is empty"),
+])
+def test_a_bad_config_variable_names_the_variable(value, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_profile_flags([], environ={"MINDSPEED_PROF_CONFIG": value})
+
+
+def test_a_bad_value_in_the_variables_file_names_the_variable_and_the_key(tmp_path):
+    path = write(tmp_path, "profile_step_start: 0\n")
+    with pytest.raises(ConfigError, match=r"\(value from MINDSPEED_PROF_CONFIG .*key profile_step_start\)"):
+        parse_profile_flags([], environ={"MINDSPEED_PROF_CONFIG": path})
+
+
+@pytest.mark.parametrize("value", ["nan", ".nan", ".inf", "inf", "-.inf"])
+def test_a_non_finite_budget_in_the_environment_is_refused(value):
+    # YAML reads .nan/.inf as floats ("nan" stays text, refused as not a number)
+    with pytest.raises(ConfigError, match=r"MINDSPEED_PROF_MAX_GB|--profile-max-gb .* environment"):
+        parse_profile_flags([], environ={"MINDSPEED_PROF_MAX_GB": value})
