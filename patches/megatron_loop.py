@@ -8,7 +8,7 @@ restart gets a fresh one. ``train_step`` passes its arguments and its result thr
 """
 
 import functools
-import importlib.util
+import sys
 
 from mindspeed_prof import ranks
 from mindspeed_prof.errors import ConfigError
@@ -111,7 +111,10 @@ def hook_training_loop():
     registry.register(TRAIN, mindspeed_prof_train_wrapper)
     registry.register(TRAIN_STEP, mindspeed_prof_train_step_wrapper)
     targets = [TRAIN, TRAIN_STEP]
-    if importlib.util.find_spec("mindspeed_llm") is not None:
+    # Only where MindSpeed-LLM's loop is already imported: importing it ourselves would run its
+    # adaptor (its package imports it) in a plain Megatron or MindSpeed job. The registry does not
+    # wrap it twice when wrapping Megatron's name already rebound it.
+    if LLM_TRAIN.rsplit(".", 1)[0] in sys.modules:
         registry.register(LLM_TRAIN, mindspeed_prof_train_wrapper)
         targets.append(LLM_TRAIN)
     for target in targets:

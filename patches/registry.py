@@ -6,9 +6,12 @@ points at the replaced object: MindSpeed-LLM and Megatron's tasks do
 unwrapped function. Wrappers stack with anyone else's (each wraps what it finds). When MindSpeed's
 patch manager is active in the process, patches go through it instead, so its own re-application
 keeps ours in the chain. ``ensure()`` re-applies a patch whose wrapper someone removed (MindSpeed-
-LLM's adaptor calls ``remove_patches()``); ``undo()`` puts the originals back.
+LLM's adaptor calls ``remove_patches()``); ``follow_mindspeed()`` runs it after every apply of
+MindSpeed's manager, so a remove/re-apply cycle (``repatch()``) cannot drop ours; ``undo()`` puts the
+originals back.
 """
 
+import functools
 import importlib
 import sys
 
@@ -16,8 +19,19 @@ MARK = "_mindspeed_prof_patch"
 
 
 def _resolve(target):
+    """(owner, attribute): the owner is the module, or a class of it for ``module.Class.method``
+    (the inference targets are methods, as in MindSpeed's patch manager)."""
     module_name, attr = target.rsplit(".", 1)
-    return importlib.import_module(module_name), attr
+    try:
+        return importlib.import_module(module_name), attr
+    except ImportError:
+        if "." not in module_name:
+            raise
+        parent, class_name = module_name.rsplit(".", 1)
+        owner = getattr(importlib.import_module(parent), class_name, None)
+        if not isinstance(owner, type):
+            raise
+        return owner, attr
 
 
 def _chain(func):
@@ -31,6 +45,13 @@ def _chain(func):
 
 def in_chain(func, marker):
     return any(getattr(f, MARK, None) == marker for f in _chain(func))
+
+
+def _wears(func, decorator):
+    """``func`` already carries ``decorator``'s wrapper, applied for another target: MindSpeed-LLM's
+    ``train`` replaces Megatron's, so wrapping Megatron's name rebinds MindSpeed-LLM's too."""
+    suffix = f":{decorator.__name__}"
+    return any(str(getattr(f, MARK, "")).endswith(suffix) for f in _chain(func))
 
 
 def _rebind(attr, old, new, skip_module=None):
@@ -81,6 +102,8 @@ def _mindspeed_manager():
 class PatchRegistry:
     def __init__(self):
         self.patches = {}
+        self._busy = False      # applying: MindSpeed's apply called from here must not re-enter
+        self._followed = None   # (MindSpeed's manager class, its own apply_patches)
 
     def register(self, target, decorator, through_mindspeed=True):
         """``through_mindspeed=False`` patches beside MindSpeed's manager even when it is active:
@@ -98,6 +121,13 @@ class PatchRegistry:
 
     def ensure(self, target=None):
         """Re-apply patches that are no longer in their target's call chain."""
+        busy, self._busy = self._busy, True
+        try:
+            self._ensure(target)
+        finally:
+            self._busy = busy
+
+    def _ensure(self, target):
         for patch in self._selected(target):
             try:
                 module, attr = _resolve(patch.target)
@@ -116,14 +146,18 @@ class PatchRegistry:
     def _apply(self, patch):
         module, attr = _resolve(patch.target)
         current = getattr(module, attr)
-        if in_chain(current, patch.marker):
+        if in_chain(current, patch.marker) or _wears(current, patch.decorator):
             return
         manager = _mindspeed_manager() if patch.through_mindspeed else None
         if manager is not None:
             if getattr(patch, "mindspeed_wrapper", None) is None:
                 patch.mindspeed_wrapper = _named_wrapper(patch)
             manager.register_patch(patch.target, patch.mindspeed_wrapper)
-            manager.apply_patches()
+            busy, self._busy = self._busy, True
+            try:
+                manager.apply_patches()
+            finally:
+                self._busy = busy
             installed = getattr(module, attr)
             if in_chain(installed, patch.marker):
                 patch.via_mindspeed = True
@@ -133,11 +167,41 @@ class PatchRegistry:
         patch.original = current
         patch.installed = patch.wrap(current)
         setattr(module, attr, patch.installed)
-        patch.places = [(module, attr)] + _rebind(attr, current, patch.installed,
-                                                   skip_module=module)
+        patch.places = [(module, attr)]
+        if not isinstance(module, type):  # a method is reached through its class, never copied
+            patch.places += _rebind(attr, current, patch.installed, skip_module=module)
+
+    def follow_mindspeed(self, patch_utils):
+        """Check our patches after every ``MindSpeedPatchesManager.apply_patches()``.
+
+        MindSpeed's ``remove_patches()`` (MindSpeed-LLM's adaptor, ``megatron_adaptor.repatch``)
+        forgets every wrapper registered with it and the re-apply that follows brings back only
+        what features register: without this our train/train_step wrappers would be gone.
+        """
+        manager = getattr(patch_utils, "MindSpeedPatchesManager", None)
+        if manager is None or self._followed is not None:
+            return
+        own_apply = manager.apply_patches
+
+        @functools.wraps(own_apply)
+        def apply_patches_then_ours(*args, **kwargs):
+            result = own_apply(*args, **kwargs)
+            if not self._busy:
+                self.ensure()
+            return result
+
+        manager.apply_patches = staticmethod(apply_patches_then_ours)
+        self._followed = (manager, own_apply)
+
+    def _unfollow(self):
+        if self._followed is not None:
+            manager, own_apply = self._followed
+            manager.apply_patches = staticmethod(own_apply)
+            self._followed = None
 
     def undo(self):
         """Restore every patched attribute; a wrapper someone stacked on stays, turned inert."""
+        self._unfollow()
         for patch in reversed(list(self.patches.values())):
             if patch.installed is None:
                 continue
