@@ -16,9 +16,10 @@ import tempfile
 from mindspeed_prof.arguments import add_recorded_profile_flags, parse_profile_flags
 from mindspeed_prof.errors import ConfigError
 from mindspeed_prof.script import adapt_script
+from mindspeed_prof.script.launches import INFERENCE
 
-HELP = ("Write a copy of a training launch script whose training command runs under "
-        "mindspeed_prof.launch with the given --profile* flags (IN.sh is never written).")
+HELP = ("Write a copy of a training (or inference) launch script whose training command runs "
+        "under mindspeed_prof.launch with the given --profile* flags (IN.sh is never written).")
 SUFFIX = "_profile"
 
 
@@ -59,10 +60,11 @@ def run(args):
     _write(source, output, result.text)
     sys.stdout.writelines(_diff(text, result.text, source, output))
     where = ", ".join(str(launch.line) for launch in result.launches)
-    print(f"wrote {output}: adapted the training command at line{'s' * (len(result.launches) > 1)} "
+    kind = "inference" if all(l.verdict == INFERENCE for l in result.launches) else "training"
+    print(f"wrote {output}: adapted the {kind} command at line{'s' * (len(result.launches) > 1)} "
           f"{where} of {source}", file=sys.stderr)
     if len(result.launches) > 1:
-        print(f"note: {len(result.launches)} training commands were adapted, so each one that "
+        print(f"note: {len(result.launches)} {kind} commands were adapted, so each one that "
               f"runs profiles; --line N adapts only the one on line N", file=sys.stderr)
     return 0
 

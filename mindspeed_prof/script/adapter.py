@@ -26,6 +26,7 @@ __all__ = ["ARRAY_REF", "Adaptation", "Launch", "STRING_REF", "VARIABLE", "adapt
 
 VARIABLE = "PROFILE_ARGS"
 MARKER = "# mindspeed-prof adapt-script: the --profile* flags of the training command below."
+MARKERS = {TRAINING: MARKER, INFERENCE: MARKER.replace("training", "inference")}
 ARRAY_REF = f'"${{{VARIABLE}[@]}}"'
 STRING_REF = f"${VARIABLE}"
 # A POSIX sh script has no arrays: it gets PROFILE_ARGS="..." and an unquoted $PROFILE_ARGS.
@@ -64,7 +65,7 @@ def adapt_script(text, profile_args, lines=()):
         definition = _our_definition(text, commands, launch, ref)
         if definition is None:
             edits.add((words[-1].end, words[-1].end, f" {ref}"))
-            edits.add(_new_definition(text, tokens, launch.statement, f"{VARIABLE}={value}"))
+            edits.add(_new_definition(text, tokens, launch, f"{VARIABLE}={value}"))
         elif definition.text != f"{VARIABLE}={value}":
             start = definition.start + len(VARIABLE) + 1
             edits.add((start, definition.end, value))
@@ -246,17 +247,18 @@ def _our_definition(text, commands, launch, ref):
         return word
     line_begin = text.rfind("\n", 0, word.start) + 1
     marker_begin = text.rfind("\n", 0, max(line_begin - 1, 0)) + 1
-    marked = text[marker_begin:line_begin].strip() == MARKER
+    marked = text[marker_begin:line_begin].strip() in MARKERS.values()
     return word if marked and not gap.strip() and gap.count("\n") == 1 else None
 
 
-def _new_definition(text, tokens, command, assignment):
+def _new_definition(text, tokens, launch, assignment):
     """Own lines before the statement when it starts a line, else ``NAME=...; `` in front of it.
 
     A statement continued from the line above (``nohup \\``) or following ``then``/``do``/a case
-    pattern on its line takes the inline form, which is valid wherever a command is.
+    pattern on its line takes the inline form, which is valid wherever a command is. Own lines
+    end as the statement's line does (LF or CRLF).
     """
-    start = command.list_start
+    start = launch.statement.list_start
     line_begin = text.rfind("\n", 0, start) + 1
     indent = text[line_begin:start]
     previous = [t for t in tokens if t.end <= start][-1:]
@@ -264,7 +266,8 @@ def _new_definition(text, tokens, command, assignment):
     if starts_line:
         line_end = text.find("\n", start)
         newline = "\r\n" if line_end > 0 and text[line_end - 1] == "\r" else "\n"
-        return line_begin, line_begin, f"{indent}{MARKER}{newline}{indent}{assignment}{newline}"
+        marker = MARKERS.get(launch.verdict, MARKER)
+        return line_begin, line_begin, f"{indent}{marker}{newline}{indent}{assignment}{newline}"
     return start, start, f"{assignment}; "
 
 

@@ -39,10 +39,21 @@ ADAPTABLE = {
     "posix_sh.sh": [({}, "pretrain_gpt.py")],
     "one_liners.sh": [({}, "pretrain_gpt.py")],
     "launcher_only.sh": [({}, "examples/run_simple_mcore_loop.py")],
+    "slurm_run_cmd.sh": [({}, "pretrain_gpt.py")],
+    "slurm_srun_timeout.sh": [({}, "pretrain_gpt.py")],
+    "eval_cmd_substitution.sh": [({"MODEL": "gpt"}, "pretrain_gpt.py"),
+                                 ({"MODEL": "bert"}, "pretrain_bert.py")],
+    "mindspeed_llm_generate.sh": [({}, "inference.py")],
+    "megatron_text_generation_server.sh": [({}, "tools/run_text_generation_server.py")],
 }
 # Records argv (program name first) of every python/torchrun the script starts.
 STUB = """#!/bin/sh
 { printf '%s\\037' "$(basename "$0")" "$@"; printf '\\036'; } >> "$STUB_LOG"
+"""
+# SLURM is not installed here: this srun skips its options and runs the command, once.
+FAKE_SRUN = """#!/bin/sh
+while [ "${1#-}" != "$1" ]; do shift; done
+exec "$@"
 """
 OUR_LINES = re.compile(r"^[ \t]*(# mindspeed-prof adapt-script:.*|PROFILE_ARGS=.*)\n", re.M)
 OUR_INLINE = re.compile(r"PROFILE_ARGS=\([^)]*\); ")
@@ -66,8 +77,9 @@ def run_with_stubs(tmp_path, script_text, env, shell="bash"):
     bin_dir.mkdir(exist_ok=True)
     shutil.rmtree(work, ignore_errors=True)
     (work / "logs").mkdir(parents=True)
-    for program in ("python", "python3", "torchrun"):
-        (bin_dir / program).write_text(STUB)
+    for program, text in (("python", STUB), ("python3", STUB), ("torchrun", STUB),
+                          ("pip", STUB), ("srun", FAKE_SRUN)):
+        (bin_dir / program).write_text(text)
         (bin_dir / program).chmod(0o755)
     script, log = work / "run.sh", tmp_path / "argv.log"
     script.write_text(script_text)
@@ -122,10 +134,12 @@ def test_training_command_gets_launcher_and_flags_once_and_nothing_else_changes(
     argv = trained[0]
     at = argv.index("mindspeed_prof.launch")
     assert argv[at - 1] == "-m" and argv[at + 1].endswith(entry)
-    assert argv[-len(FLAGS):] == FLAGS
     for flag in ("--profile", "--profile-step-start", "--profile-ranks"):
         assert argv.count(flag) == 1
-    restored = [a[:at - 1] + a[at + 1:-len(FLAGS)] if a is argv else a for a in after]
+    flags_at = argv.index("--profile")  # a string extended later (CMD+=...) puts them mid-way
+    assert argv[flags_at:flags_at + len(FLAGS)] == FLAGS
+    plain = argv[:flags_at] + argv[flags_at + len(FLAGS):]
+    restored = [plain[:at - 1] + plain[at + 1:] if a is argv else a for a in after]
     assert restored == before
 
 
@@ -283,9 +297,168 @@ def test_profile_flags_already_in_an_argument_group_are_noted():
      "uv run --extra gpu numactl --cpunodebind=0 torchrun --standalone -m mindspeed_prof.launch "
      "pretrain_gpt.py"),
     ("$PYTHON_BIN -u pretrain_gpt.py", "$PYTHON_BIN -u -m mindspeed_prof.launch pretrain_gpt.py"),
+    ("timeout 3600 torchrun --standalone pretrain_gpt.py",
+     "timeout 3600 torchrun --standalone -m mindspeed_prof.launch pretrain_gpt.py"),
+    ("timeout -k 30s --signal=TERM 2h setsid -w torchrun pretrain_gpt.py",
+     "timeout -k 30s --signal=TERM 2h setsid -w torchrun -m mindspeed_prof.launch pretrain_gpt.py"),
+    ("setsid nohup torchrun --nproc_per_node 2 pretrain_gpt.py",
+     "setsid nohup torchrun --nproc_per_node 2 -m mindspeed_prof.launch pretrain_gpt.py"),
+    ("srun -N 2 --ntasks-per-node=1 --container-image nvcr.io#nvidia/pytorch torchrun "
+     "--nproc_per_node 8 pretrain_gpt.py",
+     "srun -N 2 --ntasks-per-node=1 --container-image nvcr.io#nvidia/pytorch torchrun "
+     "--nproc_per_node 8 -m mindspeed_prof.launch pretrain_gpt.py"),
+    ("srun -l --mpi=pmix python -u ${MEGATRON}/pretrain_gpt.py --x 1",
+     "srun -l --mpi=pmix python -u -m mindspeed_prof.launch ${MEGATRON}/pretrain_gpt.py --x 1"),
+    ("mpirun -np 8 -x MASTER_ADDR python3 pretrain_gpt.py",
+     "mpirun -np 8 -x MASTER_ADDR python3 -m mindspeed_prof.launch pretrain_gpt.py"),
 ])
 def test_launcher_goes_right_before_the_training_script(command, expected):
     assert adapt_script(command + "\n", FLAGS).text.splitlines()[-1].startswith(expected)
+
+
+def test_python_started_by_srun_counts_as_distributed():
+    (launch,) = find_launches("srun --ntasks-per-node=8 python my_job.py\n")
+    assert launch.verdict == "launcher only" and launch.script is not None
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("LOG=$(torchrun --standalone pretrain_gpt.py 2>&1)\n",
+     "LOG=$(PROFILE_ARGS=(--profile --profile-step-start 3 --profile-step-end 5 --profile-ranks 1)"
+     '; torchrun --standalone -m mindspeed_prof.launch pretrain_gpt.py "${PROFILE_ARGS[@]}" 2>&1)'
+     "\n"),
+    ('echo "done: `python pretrain_gpt.py --x 1`"\n',
+     'echo "done: `PROFILE_ARGS=(--profile --profile-step-start 3 --profile-step-end 5 '
+     '--profile-ranks 1); python -m mindspeed_prof.launch pretrain_gpt.py --x 1 '
+     '"${PROFILE_ARGS[@]}"`"\n'),
+])
+def test_command_in_a_substitution_is_adapted_inside_it(text, expected, tmp_path):
+    adapted = adapt_script(text, FLAGS).text
+    assert adapted == expected
+    assert adapt_script(adapted, FLAGS).text == adapted
+    (argv,) = run_with_stubs(tmp_path, adapted, {})
+    assert argv[-len(FLAGS):] == FLAGS and "mindspeed_prof.launch" in argv
+
+
+HELD = 'ARGS="--num-layers 2"\nCMD="python -u pretrain_gpt.py ${ARGS}"\n'
+HELD_ADAPTED = ("# mindspeed-prof adapt-script: the --profile* flags of the training command "
+                'below.\nPROFILE_ARGS="--profile --profile-step-start 3 --profile-step-end 5 '
+                '--profile-ranks 1"\nCMD="python -u -m mindspeed_prof.launch pretrain_gpt.py '
+                '${ARGS} $PROFILE_ARGS"\n')
+
+
+@pytest.mark.parametrize("runner", [
+    'srun -l --output=logs/%x_%j.log sh -c "${CMD}"', 'bash -c "$CMD"', 'bash -ec "$CMD"',
+    'eval "$CMD"', "eval $CMD", "$CMD", "srun --ntasks=2 ${CMD}", "timeout 60 sh -c \"$CMD\""])
+def test_command_string_run_later_is_adapted_in_its_assignment(runner, tmp_path):
+    text = HELD + runner + "\n"
+    adapted = adapt_script(text, FLAGS)
+    assert adapted.text == 'ARGS="--num-layers 2"\n' + HELD_ADAPTED + runner + "\n"
+    assert adapt_script(adapted.text, FLAGS).text == adapted.text
+    (argv,) = run_with_stubs(tmp_path, adapted.text, {})
+    assert argv == ["python", "-u", "-m", "mindspeed_prof.launch", "pretrain_gpt.py",
+                    "--num-layers", "2"] + FLAGS
+
+
+def test_flags_go_before_a_redirection_inside_the_string():
+    text = 'CMD="python pretrain_gpt.py --x 1 2>&1 | tee train.log"\neval "$CMD"\n'
+    assert adapt_script(text, FLAGS).text.endswith(
+        'CMD="python -m mindspeed_prof.launch pretrain_gpt.py --x 1 $PROFILE_ARGS 2>&1 | tee '
+        'train.log"\neval "$CMD"\n')
+
+
+def test_command_string_written_where_it_runs_is_adapted_there(tmp_path):
+    text = 'srun --ntasks=1 bash -c "cd . && torchrun --standalone pretrain_gpt.py --x 1"\n'
+    adapted = adapt_script(text, FLAGS).text
+    assert adapted.endswith('srun --ntasks=1 bash -c "cd . && torchrun --standalone -m '
+                            'mindspeed_prof.launch pretrain_gpt.py --x 1 $PROFILE_ARGS"\n')
+    (argv,) = run_with_stubs(tmp_path, adapted, {})
+    assert argv[-len(FLAGS):] == FLAGS
+
+
+@pytest.mark.parametrize("name", ["slurm_run_cmd.sh", "eval_cmd_substitution.sh"])
+def test_flag_values_with_spaces_reach_a_command_run_from_a_string(name, tmp_path):
+    flags = FLAGS + ["--profile-save-path", "/tmp/it's out/run 1"]
+    adapted = adapt_script(fixture_text(name), flags).text
+    (argv,) = run_with_stubs(tmp_path, adapted, {})
+    assert argv[argv.index("--profile-save-path") + 1] == "/tmp/it's out/run 1"
+
+
+def test_single_quoted_string_run_by_eval_gets_the_array(tmp_path):
+    text = "ARGS=\"--x 1\"\nCMD='python pretrain_gpt.py $ARGS'\neval \"$CMD\"\n"
+    adapted = adapt_script(text, FLAGS + ["--profile-save-path", "a b"]).text
+    assert "CMD='python -m mindspeed_prof.launch pretrain_gpt.py $ARGS \"${PROFILE_ARGS[@]}\"'" \
+        in adapted
+    (argv,) = run_with_stubs(tmp_path, adapted, {})
+    assert argv[-2:] == ["--profile-save-path", "a b"]
+
+
+def test_single_quoted_string_run_in_a_new_shell_is_refused_with_the_reason():
+    text = "CMD='python -u pretrain_gpt.py --x 1'\nsrun -l sh -c \"$CMD\"\n"
+    with pytest.raises(ConfigError) as caught:
+        adapt_script(text, FLAGS)
+    message = str(caught.value)
+    assert message.startswith("the training command cannot be adapted where it is written")
+    assert "--line N" in message
+    assert ("line 1: python pretrain_gpt.py (training entry, but in single quotes, and run where "
+            "a variable of this script arrives unexpanded; write that string in double quotes; "
+            "in a string run by sh -c on line 2)") in message
+
+
+def test_string_run_as_a_bare_expansion_refuses_a_value_it_cannot_carry():
+    text = 'CMD="torchrun pretrain_gpt.py"\n$CMD\n'
+    with pytest.raises(ConfigError, match=r"'a b' cannot be passed through a string run by \$CMD "
+                                          r"on line 2, which splits words but removes no quotes"):
+        adapt_script(text, FLAGS + ["--profile-save-path", "a b"])
+
+
+def test_crlf_script_keeps_crlf_endings_on_inserted_lines():
+    lf = ('#!/bin/bash\nARGS="--x 1"\ncat <<EOF\ntorchrun pretrain_old.py\nEOF\n'
+          'torchrun --standalone pretrain_gpt.py \\\n    $ARGS\nCMD="python pretrain_bert.py"\n'
+          'sh -c "$CMD"\n')
+    crlf = lf.replace("\n", "\r\n")
+    adapted = adapt_script(crlf, FLAGS).text
+    assert adapted.count("\n") == adapted.count("\r\n")
+    assert adapted.replace("\r\n", "\n") == adapt_script(lf, FLAGS).text
+    assert '    $ARGS "${PROFILE_ARGS[@]}"\r\n' in adapted
+    assert 'CMD="python -m mindspeed_prof.launch pretrain_bert.py $PROFILE_ARGS"\r\n' in adapted
+
+
+@pytest.mark.parametrize("command", [
+    "torchrun $DISTRIBUTED_ARGS inference.py --max-new-tokens 16",
+    "torchrun --nproc_per_node 2 ${MEGATRON}/tools/run_text_generation_server.py --port 5000",
+    "python -u examples/inference/gpt/gpt_static_inference.py --prompts hi",
+])
+def test_inference_entries_are_adapted_and_say_the_window_counts_requests(command):
+    adapted = adapt_script(command + "\n", FLAGS)
+    (launch,) = adapted.launches
+    assert launch.verdict == "inference"
+    assert "-m mindspeed_prof.launch " in adapted.text
+    assert "the inference command below" in adapted.text
+    assert any("count requests" in note for note in adapted.notes)
+
+
+def test_train_then_generate_script_adapts_training_and_names_the_inference_command():
+    text = ("torchrun --standalone pretrain_gpt.py --save ckpt\n"
+            "torchrun --standalone inference.py --load ckpt\n")
+    adapted = adapt_script(text, FLAGS)
+    assert [launch.line for launch in adapted.launches] == [1]
+    assert "torchrun --standalone inference.py --load ckpt\n" in adapted.text
+    assert ("line 2: the inference entry inference.py was not adapted; --line 2 adapts it"
+            in adapted.notes)
+
+
+@pytest.mark.parametrize("text,reason", [
+    ('sbatch --wrap "torchrun pretrain_gpt.py"\n',
+     "line 1: torchrun is in an argument of sbatch, which adapt-script does not follow"),
+    ("# launch: torchrun pretrain_gpt.py\n",
+     "line 1: torchrun appears only in a comment or heredoc, which the script does not run"),
+    ('CMD="torchrun pretrain_gpt.py"\necho "$CMD"\n',
+     "line 1: torchrun is in the string assigned to CMD, which the script never runs"),
+])
+def test_launch_words_adapt_script_cannot_reach_get_the_real_reason(text, reason):
+    with pytest.raises(ConfigError, match="no training command found") as caught:
+        adapt_script(text, FLAGS)
+    assert reason in str(caught.value)
 
 
 @pytest.mark.parametrize("command", [
