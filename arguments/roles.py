@@ -26,7 +26,8 @@ from .yaml_file import check_values, env_values, read_mapping
 
 ROLES_KEY = "roles"
 _ROLE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_SEQUENCES = ("profile_ranks", "profile_host_sys", "profile_steps", "profile_stages")
+# Not profile_ranks: a YAML [] names no rank, unlike the canonical () that means every rank.
+_SEQUENCES = ("profile_host_sys", "profile_steps", "profile_stages")
 
 ConfigSource = Union[None, str, "os.PathLike[str]", Mapping, ProfilerConfig]
 

@@ -28,7 +28,10 @@ def __getattr__(name):
     if name == "profile":
         from .loop import profile
         return profile
+    if name == "role_profiler":
+        from .rl import role_profiler
+        return role_profiler
     raise AttributeError(f"module 'mindspeed_prof' has no attribute {name!r}")
 
 
-__all__ = ["ProfilerConfig", "ProfilerManager", "profile", "__version__"]
+__all__ = ["ProfilerConfig", "ProfilerManager", "profile", "role_profiler", "__version__"]

@@ -25,9 +25,10 @@ WINDOW_DIR_TEMPLATE = "{prefix}_{first}-{last}"
 WINDOW_DIR_RE = re.compile(r"^(?:iter|req|step)_(\d+)-(\d+|end|-1)$")
 
 
-def worker_name(rank):
-    """torch_npu appends ``_{pid}_{timestamp}``; the rank prefix keeps ranks apart on shared storage."""
-    return f"rank{rank}"
+def worker_name(rank, role=None):
+    """torch_npu appends ``_{pid}_{timestamp}``; the rank prefix keeps ranks apart on shared storage,
+    the role (RL) keeps colocated roles' captures apart: ``actor_rank0``."""
+    return f"{role}_rank{rank}" if role else f"rank{rank}"
 
 
 def manifest_path(save_path, rank):

@@ -274,7 +274,8 @@ class WindowRecorder:
         self._windows_opened += 1
         backend = backends.backend_class(self.backend_name)(
             config=self.config, rank=self.rank, save_dir=directory, schedule=schedule,
-            metadata=self.parallel, report=self.report)
+            metadata=self.parallel, report=self.report,
+            worker=layout.worker_name(self.rank, self.role))
         window = self._window
         backend.on_saved = lambda: self._on_saved(backend, window)
         self._backend = backend

@@ -2,6 +2,8 @@
 
 import threading
 
+from .. import layout
+
 
 class Backend:
     """One profiler for one window: created just before the window, stopped right after.
@@ -13,9 +15,10 @@ class Backend:
 
     name = "base"
 
-    def __init__(self, *, config, rank, save_dir, schedule, metadata, report):
+    def __init__(self, *, config, rank, save_dir, schedule, metadata, report, worker=None):
         self.config = config
         self.rank = rank
+        self.worker = worker or layout.worker_name(rank)  # the capture's name prefix
         self.save_dir = save_dir
         self.schedule = schedule
         self.metadata = metadata or {}

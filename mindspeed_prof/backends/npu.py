@@ -95,7 +95,7 @@ class NpuBackend(Backend):
         self._before = set(self._run_dirs())
         parse = config.profile_analyse != "offline"
         handler = self._call("start", tp.tensorboard_trace_handler, self.save_dir,
-                             worker_name=layout.worker_name(self.rank), analyse_flag=parse,
+                             worker_name=self.worker, analyse_flag=parse,
                              async_mode=self._async)
         if handler is None:
             self._error("start", "torch_npu refused the trace handler (see the [ERROR] line "
@@ -132,7 +132,7 @@ class NpuBackend(Backend):
             self._mark_saved()  # stopped in warm-up: torch_npu deletes the folder, nothing to wait for
 
     def _run_dirs(self):
-        pattern = os.path.join(self.save_dir, f"{layout.worker_name(self.rank)}_{os.getpid()}_*"
+        pattern = os.path.join(self.save_dir, f"{self.worker}_{os.getpid()}_*"
                                               f"{layout.ASCEND_PT_SUFFIX}")
         return glob.glob(pattern)
 

@@ -22,7 +22,8 @@ from .errors import CorruptFile
 
 MAX_DEPTH = 6
 TORCH_TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
-WORKER_RANK_RE = re.compile(r"^rank(\d+)_")
+# rank{R}_… (training) or {role}_rank{R}_… (RL roles)
+WORKER_RANK_RE = re.compile(r"(?:^|_)rank(\d+)_")
 TIMESTAMP_RE = re.compile(r"^\d{17}$")
 SKIP_DIRS = {"cluster_analysis_output", "__pycache__"}
 # The manager names a window folder after its last iteration, not layout.py's exclusive end.
@@ -127,7 +128,7 @@ def _npu_run(path, root):
     elif run.info is not None and run.info.rank_id is not None:
         run.rank, run.rank_source = run.info.rank_id, "rank_id in profiler_info.json"
     else:
-        match = WORKER_RANK_RE.match(name)
+        match = WORKER_RANK_RE.search(name)
         if match:
             run.rank, run.rank_source = int(match.group(1)), "folder name"
     return run

@@ -1,0 +1,204 @@
+"""The RL role driver: a role's worker tells it which RL step and which stage runs (DESIGN §6).
+
+    prof = RoleProfiler("actor", config, total_steps=100)   # rank from torch.distributed / RANK
+    for g in steps:                                          # the controller's RL step number
+        with prof.step(g):
+            with prof.stage("old_logprob"): ...
+            with prof.stage("update"): ...
+    prof.close()                                             # also at exit, on every exit path
+
+Output goes to ``{save}/{role}/``, a complete save path of its own. Every session covers exactly
+one block of this role's own work, never the time between two of its steps, when colocated roles
+(verl's ActorRolloutRefWorker) compute in the same process and would land in the trace:
+- without ``profile_stages`` each RL step of a window is one session (``step_{g}-{g}/``), its
+  stages ``stage:NAME`` ranges in it;
+- with ``profile_stages`` only those stages are recorded, each occurrence as its own session
+  (torch profilers cannot pause inside a session) under ``{save}/{role}/{stage}/``: one window
+  recorder per selected stage, each running only while its stage runs.
+The recorders enforce "one running session per process": a session that would overlap another
+role's is refused with an error naming both roles, and the job goes on.
+
+A step may be entered again with the same number (a worker whose methods the controller calls
+one by one, each wrapped in ``step(g)``): stages keep recording their first occurrence in the
+step; without ``profile_stages`` only the step's first block is recorded.
+"""
+
+import contextlib
+import os
+import threading
+from typing import Dict, Optional
+
+from ..config import ProfilerConfig
+from ..environment import rank_from_env
+from ..errors import ConfigError
+from ..recorder import RL_STEP, WindowRecorder
+
+STAGE_RANGE = "stage:{name}"
+_NOTHING = contextlib.nullcontext()  # reusable: what every call returns where nothing records
+
+
+class RoleProfiler:
+    """One role's profiler in one process; see the module docstring. Not thread-safe by design:
+    a session records only the thread that started it, so step() and stage() belong to the
+    thread that computes."""
+
+    def __init__(self, role: str, config: ProfilerConfig, *, rank: Optional[int] = None,
+                 world_size: Optional[int] = None, local_rank: Optional[int] = None,
+                 total_steps: Optional[int] = None):
+        env_rank, env_world, env_local = rank_from_env()
+        self.role = role
+        self.config = config
+        self.rank = env_rank if rank is None else rank
+        self.world_size = max(env_world if world_size is None else world_size, self.rank + 1)
+        self.total_steps = total_steps
+        self.stages = tuple(config.profile_stages)
+        self.save_path = os.path.join(config.profile_save_path, role)
+        self._current = None  # the RL step running now
+        self._last = None     # the last RL step begun
+        self._thread = None   # the thread that runs the current step
+        self._done = set()    # stages already recorded in the current step
+        self._repeated = set()  # steps entered more than once (warned about once)
+        self.recorders: Dict[Optional[str], WindowRecorder] = {}
+        try:
+            for stage in self.stages or (None,):
+                recorder = WindowRecorder(
+                    config, rank=self.rank, world_size=self.world_size,
+                    local_rank=env_local if local_rank is None else local_rank, unit=RL_STEP,
+                    role=role, session_per_unit=True,
+                    save_path=self.save_path if stage is None else os.path.join(self.save_path,
+                                                                                stage))
+                self.recorders[stage] = recorder
+                recorder.arm(first=1, last=total_steps)
+                if recorder.manifest is not None and stage is not None:
+                    recorder.manifest.data["stage"] = stage
+                    recorder.manifest.save()
+        except ConfigError as exc:
+            self.close("config error", str(exc))
+            raise ConfigError(f"role {role!r}: {exc}") from None
+        except BaseException:
+            self.close("config error")
+            raise
+        self.idle = all(recorder.idle for recorder in self.recorders.values())
+        if self.idle:
+            # Nothing ever records here: the calls become the cheapest thing that works.
+            self.step = _step_idle
+            self.stage = _stage_idle
+
+    # -- the worker's calls -------------------------------------------------------------------
+
+    def step(self, step: int):
+        """Context manager around RL step ``step`` (the controller's number, increasing)."""
+        if self._current is not None:
+            raise RuntimeError(f"role {self.role!r}: step({step}) inside step({self._current}); "
+                               f"RL steps do not nest: leave one before entering the next.")
+        if not isinstance(step, int) or isinstance(step, bool) or step < 1:
+            raise ValueError(f"role {self.role!r}: step({step!r}) must be the controller's RL "
+                             f"step number, an integer >= 1.")
+        if self._last is not None and step < self._last:
+            raise ValueError(f"role {self.role!r}: step({step}) after step({self._last}); RL "
+                             f"steps must not go back (pass the controller's step number).")
+        return _Step(self, step)
+
+    def stage(self, name: str):
+        """Context manager around one stage (``generate``, ``old_logprob``, ``update``…)."""
+        if self._current is not None and threading.get_ident() != self._thread:
+            raise RuntimeError(
+                f"role {self.role!r}: stage({name!r}) on thread "
+                f"{threading.current_thread().name!r}, but step {self._current} runs on another "
+                f"thread; a profiler session records only the thread that started it: call "
+                f"step() and stage() on the thread that computes.")
+        if not self.stages:
+            return self.recorders[None].range(STAGE_RANGE.format(name=name))
+        key = name.lower()
+        recorder = self.recorders.get(key)
+        if recorder is None or recorder.idle:
+            return _NOTHING
+        if self._current is None:
+            raise RuntimeError(f"role {self.role!r}: stage({name!r}) outside step(); with "
+                               f"profile_stages a stage is recorded as part of an RL step: "
+                               f"call it inside `with prof.step(g):`.")
+        if key in self._done:
+            recorder.report("warning", "stage", f"stage {key!r} ran again in RL step "
+                                                f"{self._current}; only its first occurrence "
+                                                f"in a step is recorded")
+            return _NOTHING
+        self._done.add(key)
+        return _StageSession(recorder, self._current, STAGE_RANGE.format(name=key))
+
+    def close(self, reason: str = "finished", detail: Optional[str] = None) -> None:
+        """Stop any running session, wait for its files, write the final manifests. Idempotent;
+        also done at exit on every exit path (the recorders install that)."""
+        for recorder in self.recorders.values():
+            recorder.close(reason, detail)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        from ..loop import exit_reason
+        self.close(*exit_reason(exc_type, exc))
+        return False
+
+
+class _Step:
+    __slots__ = ("owner", "number", "recorder")
+
+    def __init__(self, owner, number):
+        self.owner, self.number, self.recorder = owner, number, None
+
+    def __enter__(self):
+        owner, number = self.owner, self.number
+        again = owner._last == number
+        owner._current = owner._last = number
+        owner._thread = threading.get_ident()
+        if not again:
+            owner._done.clear()
+        if not owner.stages:
+            recorder = owner.recorders[None]
+            if not again:
+                self.recorder = recorder
+                recorder.begin(number)
+            elif number not in owner._repeated:
+                owner._repeated.add(number)
+                recorder.report("warning", "step", f"RL step {number} was entered again; only "
+                                                   f"its first block is recorded (select stages "
+                                                   f"with profile_stages to record each stage)")
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            if self.recorder is not None:
+                self.recorder.end(self.number)
+        finally:
+            self.owner._current = self.owner._thread = None
+        return False
+
+
+class _StageSession:
+    """One occurrence of a selected stage: its own session, numbered with the RL step."""
+
+    __slots__ = ("recorder", "number", "label", "range")
+
+    def __init__(self, recorder, number, label):
+        self.recorder, self.number, self.label, self.range = recorder, number, label, None
+
+    def __enter__(self):
+        self.recorder.begin(self.number)
+        self.range = self.recorder.range(self.label)
+        self.range.__enter__()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            self.range.__exit__(exc_type, exc, tb)
+        finally:
+            self.recorder.end(self.number)
+        return False
+
+
+def _step_idle(step):
+    return _NOTHING
+
+
+def _stage_idle(name):
+    return _NOTHING
