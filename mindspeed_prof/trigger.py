@@ -11,6 +11,7 @@ Each rank reports its state in ``FILE.status/rank{R}.json``: armed, running, par
 failed, idle (the job ended).
 """
 
+import contextlib
 import json
 import os
 import time
@@ -28,9 +29,15 @@ def status_dir(path):
 def write_json_atomic(path, data):
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w") as handle:
-        json.dump(data, handle, indent=2)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as handle:
+            json.dump(data, handle, indent=2)
+        os.replace(tmp, path)
+    except BaseException:
+        # Never leave the half-written temporary file beside the target.
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def write_request(path, steps, ranks=None):

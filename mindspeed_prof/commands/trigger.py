@@ -27,6 +27,10 @@ def add_arguments(parser):
 
 
 def run(args):
+    if os.path.isdir(args.file):
+        raise ConfigError(f"{args.file} is a directory; FILE is the job's "
+                          f"--profile-trigger-file, a file path such as "
+                          f"{os.path.join(args.file, 'trigger.json')}.")
     if args.status:
         return _show(args.file)
     if args.steps is None or args.steps < 1:

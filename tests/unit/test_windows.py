@@ -228,3 +228,23 @@ def test_resumed_repeated_windows_with_none_left_name_profile_every():
     assert message.startswith("--profile-every 10: no window is left to record")
     assert "the next window is iterations 103-104; raise --train-iters" in message
     assert "--profile-step-end 5" not in message
+
+
+@pytest.mark.parametrize("extra", [["--steps", "2"], ["--status"]])
+def test_trigger_on_a_directory_is_a_usage_error_that_leaves_nothing_behind(tmp_path, capsys,
+                                                                             extra):
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    assert main(["trigger", str(folder), *extra]) == 2
+    err = capsys.readouterr().err
+    assert f"{folder} is a directory" in err and "--profile-trigger-file" in err
+    assert sorted(os.listdir(tmp_path)) == ["shared"] and os.listdir(folder) == []
+
+
+def test_an_atomic_write_that_fails_removes_its_temporary_file(tmp_path):
+    target = tmp_path / "taken"
+    target.mkdir()
+    (target / "x").write_text("")  # a non-empty directory: os.replace cannot take its place
+    with pytest.raises(OSError):
+        trigger.write_json_atomic(str(target), {"id": 1})
+    assert sorted(os.listdir(tmp_path)) == ["taken"]
