@@ -19,8 +19,13 @@ from mindspeed_prof.patches.state import registry, state
 
 # Host modules after whose import our patches must be (re)checked: MindSpeed's and
 # MindSpeed-LLM's adaptors patch Megatron, and MindSpeed-LLM's removes every patch first.
-ADAPTORS = ("mindspeed.megatron_adaptor", "mindspeed_llm.megatron_adaptor",
-            "mindspeed_llm.training.training")
+# (``mindspeed_llm.megatron_adaptor`` is only a name its package binds, never a module: the
+# adaptor is tasks.megatron_adaptor_v2 from 2.2.0 on, tasks.megatron_adaptor before.)
+ADAPTORS = ("mindspeed.megatron_adaptor", "mindspeed_llm.tasks.megatron_adaptor_v2",
+            "mindspeed_llm.tasks.megatron_adaptor", "mindspeed_llm.training.training")
+# Modules that set MindSpeed's feature list: MindSpeed's own, then MindSpeed-LLM's, which
+# replaces the whole list (set_features_list) before any flag is registered.
+FEATURE_LISTS = ("mindspeed.features_manager", "mindspeed_llm.features_manager")
 
 
 def activate(argv=None, by="launcher"):
@@ -34,7 +39,9 @@ def activate(argv=None, by="launcher"):
     import_hooks.when_imported("megatron.training.arguments", _patch_arguments)
     for adaptor in ADAPTORS:
         import_hooks.when_imported(adaptor, _recheck)
-    import_hooks.when_imported("mindspeed.features_manager", _register_feature)
+    import_hooks.when_imported("mindspeed.patch_utils", registry.follow_mindspeed)
+    for features in FEATURE_LISTS:
+        import_hooks.when_imported(features, _register_feature)
     atexit.register(_warn_if_not_connected)
     return True
 
@@ -70,7 +77,9 @@ def _warn_if_not_connected():
                   "hooks, so nothing was profiled. The chain was not connected: run the script "
                   "with `python -m mindspeed_prof.launch` (or torchrun ... -m "
                   "mindspeed_prof.launch), check that it trains through "
-                  "megatron.training.pretrain/train, or use mindspeed_prof.profile() in a plain loop.")
+                  "megatron.training.pretrain/train (or serves through Megatron's "
+                  "StaticInferenceEngine or MindSpeed-LLM's generate), or use "
+                  "mindspeed_prof.profile() in a plain loop.")
 
 
 def deactivate():

@@ -104,6 +104,7 @@ def mindspeed_prof_validate_args_wrapper(validate_args):
 
 def take_ownership(args):
     """Build the ProfilerConfig from Megatron's args and turn the host's profilers off."""
+    from mindspeed_prof.patches.inference import hook_inference
     from mindspeed_prof.patches.megatron_loop import hook_training_loop
 
     if state.config is not None:
@@ -128,5 +129,6 @@ def take_ownership(args):
     # The one documented write to args: the host's own profilers see profiling as off.
     args.profile = False
     hook_training_loop()
+    hook_inference()  # inference entry scripts parse and validate Megatron's args too
     sigterm.install()
     return config

@@ -19,6 +19,7 @@ class _State:
         self.config = None         # ProfilerConfig, once Megatron's args are validated
         self.manager = None        # the live ProfilerManager while train() runs
         self.finished_manager = None  # the last train()'s manager: its export may still run
+        self.inference = None      # the request driver, once an engine or a request armed it
         self.sigterm_handler = None   # ours, while installed (patches/sigterm.py)
         self.train_hooked = False  # a patched train() ran: the chain is connected
         self.usage_error = False   # we stopped the job on bad flags (already said so)

@@ -10,6 +10,15 @@ import importlib
 import sys
 
 
+def _owner(name):
+    """The module, or the class of a module for ``module.Class`` (MindSpeed patches methods)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        parent, attr = name.rsplit(".", 1)
+        return getattr(importlib.import_module(parent), attr)
+
+
 class Patch:
     def __init__(self, target):
         self.module_name, self.attr = target.rsplit(".", 1)
@@ -32,7 +41,7 @@ class Patch:
     def apply(self):
         if self.is_applied:
             return
-        module = importlib.import_module(self.module_name)
+        module = _owner(self.module_name)
         current = getattr(module, self.attr)
         if self.original is None:
             self.original = current
@@ -51,6 +60,9 @@ class Patch:
                 continue
             if getattr(other, self.attr, None) is self.final:
                 setattr(other, self.attr, self.original)
+        owner = _owner(self.module_name) if self.final is not None else None
+        if isinstance(owner, type) and getattr(owner, self.attr, None) is self.final:
+            setattr(owner, self.attr, self.original)
         self.replacement, self.final, self.is_applied = None, None, False
         self.wrappers.clear()
 

@@ -1,0 +1,176 @@
+"""Megatron's inference engine and MindSpeed-LLM's ``generate``: one call is one request.
+
+Targets (the same in megatron-core 0.12.3 to 0.16.1):
+
+- ``StaticInferenceEngine.generate``: one request of Megatron's text-generation server (or one
+  offline batch), on every rank of the model; ``__init__`` arms the driver at start-up, on the
+  main thread, so a bad window is refused before the first request.
+- ``AbstractModelInferenceWrapper.run_one_forward_step``: one forward, labelled ``prefill`` or
+  ``decode`` inside the request's session.
+- MindSpeed-LLM's ``MegatronModuleForCausalLM.generate``: one request of ``inference.py``.
+
+Nothing here imports an inference module: each target is patched when its module is imported,
+so a training process pays nothing. A process that never builds an engine nor serves a request
+(the dynamic server's HTTP front end and coordinator) never creates a driver: it stays inert.
+"""
+
+import atexit
+import functools
+import os
+import sys
+import threading
+
+from mindspeed_prof import log, ranks
+from mindspeed_prof.drivers.inference import RequestDriver
+from mindspeed_prof.errors import ConfigError
+from mindspeed_prof.patches import import_hooks
+from mindspeed_prof.patches.state import registry, state, usage_exit
+from mindspeed_prof.patches.topology import distributed_args, rank_layout
+
+ENGINE = "megatron.core.inference.engines.static_engine.StaticInferenceEngine"
+ENGINE_INIT = f"{ENGINE}.__init__"
+ENGINE_GENERATE = f"{ENGINE}.generate"
+FORWARD = ("megatron.core.inference.model_inference_wrappers.abstract_model_inference_wrapper."
+           "AbstractModelInferenceWrapper.run_one_forward_step")
+LLM_GENERATE = "mindspeed_llm.tasks.inference.module.MegatronModuleForCausalLM.generate"
+
+_lock = threading.Lock()
+
+
+class _Off:
+    """The driver of a process that does not profile: every request passes straight through."""
+
+    closed = True
+
+    def request(self):
+        return _NOTHING
+
+    def forward(self):
+        return _NOTHING
+
+
+class _Nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+_NOTHING = _Nothing()
+_OFF = _Off()
+
+
+def _driver():
+    """This process's request driver, created (and armed) by the first engine or request."""
+    driver = state.inference
+    if driver is not None:
+        return driver
+    config = state.config
+    if config is None or not config.profile:
+        return _OFF
+    with _lock:
+        if state.inference is None:
+            state.inference = _start_driver(config)
+    return state.inference
+
+
+def _start_driver(config):
+    import torch.distributed as dist
+
+    from megatron.training.global_vars import get_args
+
+    args = get_args()
+    initialised = dist.is_available() and dist.is_initialized()
+    rank = dist.get_rank() if initialised else int(getattr(args, "rank", 0) or 0)
+    world = dist.get_world_size() if initialised else int(getattr(args, "world_size", 1) or 1)
+    try:
+        layout = rank_layout(world) if ranks.needs_topology(config.profile_ranks) else None
+        driver = RequestDriver(config, rank=rank, world_size=world,
+                               local_rank=getattr(args, "local_rank", None), layout_of=layout,
+                               parallel=distributed_args(args, rank, world))
+        driver.arm()
+    except ConfigError as exc:
+        _refuse(str(exc), rank)
+    state.train_hooked = True  # the chain is connected: requests reach the driver
+    # Registered after arm()'s own exit flush, so it runs first and names the real reason.
+    atexit.register(_close_at_exit, driver)
+    return driver
+
+
+def _refuse(message, rank):
+    if threading.current_thread() is threading.main_thread():
+        usage_exit(message, rank=rank)
+    # On a server's request thread SystemExit would end only that thread, and the ranks would
+    # wait for each other in the next collective: stop the process, as start-up would have.
+    log.error(message, rank=rank)
+    state.usage_error = True
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(2)
+
+
+def _close_at_exit(driver):
+    driver.close("finished", f"the process ended after {driver.requests} requests")
+
+
+def mindspeed_prof_engine_init_wrapper(init):
+    @functools.wraps(init)
+    def init_then_arm(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        _driver()
+
+    return init_then_arm
+
+
+def mindspeed_prof_generate_wrapper(generate):
+    @functools.wraps(generate)
+    def generate_as_one_request(*args, **kwargs):
+        with _driver().request():
+            return generate(*args, **kwargs)
+
+    return generate_as_one_request
+
+
+def mindspeed_prof_forward_wrapper(run_one_forward_step):
+    @functools.wraps(run_one_forward_step)
+    def forward_in_labelled_range(*args, **kwargs):
+        driver = state.inference
+        if driver is None:
+            return run_one_forward_step(*args, **kwargs)
+        with driver.forward():
+            return run_one_forward_step(*args, **kwargs)
+
+    return forward_in_labelled_range
+
+
+TARGETS = (
+    (ENGINE_INIT, mindspeed_prof_engine_init_wrapper),
+    (ENGINE_GENERATE, mindspeed_prof_generate_wrapper),
+    (FORWARD, mindspeed_prof_forward_wrapper),
+    (LLM_GENERATE, mindspeed_prof_generate_wrapper),
+)
+
+
+def _module_of(target):
+    return target.rsplit(".", 2)[0]  # module.Class.method
+
+
+def hook_inference():
+    """Patch every inference target now if its module is loaded, else as soon as it loads.
+
+    Loaded already (the entry script imported it): through MindSpeed's patch manager when it is
+    active, as the training patches. Loaded later: from the import hook, beside MindSpeed's
+    manager, which may be importing that very module inside its own apply loop."""
+    for target, decorator in TARGETS:
+        module = _module_of(target)
+        if module in sys.modules:
+            registry.register(target, decorator)
+            registry.ensure(target)
+        else:
+            import_hooks.when_imported(module, functools.partial(_patch_late, target, decorator))
+
+
+def _patch_late(target, decorator, module):
+    registry.register(target, decorator, through_mindspeed=False)
+    registry.ensure(target)

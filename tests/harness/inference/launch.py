@@ -1,0 +1,135 @@
+"""Start the CPU text-generation server under torchrun, send it requests, stop it.
+
+``start(args, env=..., cwd=...)`` returns a running :class:`Server` once rank 0 accepts
+connections; ``server.put(prompts)`` is one ``PUT /api`` request; ``server.stop()`` interrupts
+rank 0 (Ctrl-C: Flask returns, rank 0 broadcasts "stop" and every rank leaves its loop) and
+returns a :class:`ServerRun` with the output and the per-rank ``server_rank{R}.json`` reports.
+"""
+
+import dataclasses
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+SERVER_SCRIPT = pathlib.Path(__file__).resolve().parent / "run_text_generation_server.py"
+
+
+def model_args(tp=2):
+    """The tiny GPT the server loads (random weights), as Megatron flags."""
+    return ["--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4",
+            "--seq-length", "64", "--max-position-embeddings", "64",
+            "--tensor-model-parallel-size", str(tp), "--transformer-impl", "local",
+            "--distributed-backend", "gloo", "--vocab-size", "128",
+            "--tokenizer-type", "NullTokenizer", "--use-cpu-initialization",
+            "--hidden-dropout", "0", "--attention-dropout", "0", "--no-masked-softmax-fusion",
+            "--no-bias-gelu-fusion", "--no-bias-dropout-fusion",
+            "--no-gradient-accumulation-fusion", "--no-persist-layer-norm"]
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@dataclasses.dataclass
+class ServerRun:
+    """A stopped server: torchrun's exit status, its output, and what each rank reported."""
+
+    returncode: int  # None when it had to be killed
+    stdout: str
+    stderr: str
+    reports: dict  # global rank -> server_rank{R}.json
+    duration_s: float
+
+    def describe(self, tail=3000):
+        return (f"returncode: {self.returncode}\n--- stdout (tail) ---\n{self.stdout[-tail:]}\n"
+                f"--- stderr (tail) ---\n{self.stderr[-tail:]}")
+
+
+class Server:
+    def __init__(self, process, port, report_dir, out, err, started):
+        self.process, self.port, self.report_dir = process, port, report_dir
+        self._out, self._err, self._started = out, err, started
+
+    def report(self, rank):
+        path = os.path.join(self.report_dir, f"server_rank{rank}.json")
+        with open(path) as handle:
+            return json.load(handle)
+
+    def put(self, prompts=("1 2 3",), tokens_to_generate=4, timeout=60):
+        """One ``PUT /api`` request; the decoded JSON answer."""
+        body = json.dumps({"prompts": list(prompts), "tokens_to_generate": tokens_to_generate})
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}/api", data=body.encode(),
+                                         method="PUT",
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            return json.loads(answer.read())
+
+    def signal_rank(self, rank, signum):
+        os.kill(self.report(rank)["pid"], signum)
+
+    def stop(self, timeout=60, signum=signal.SIGINT, rank=0):
+        """Send ``signum`` to ``rank`` (Ctrl-C on rank 0 is upstream's way to stop the server)
+        and wait for the job to end; killed after ``timeout``."""
+        try:
+            self.signal_rank(rank, signum)
+        except (OSError, ValueError):
+            pass  # already gone: wait() shows how it ended
+        return self.wait(timeout)
+
+    def wait(self, timeout=60):
+        try:
+            code = self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+            code = None
+        outputs = []
+        for handle in (self._out, self._err):
+            handle.seek(0)
+            outputs.append(handle.read())
+            handle.close()
+        reports = {}
+        for path in pathlib.Path(self.report_dir).glob("server_rank*.json"):
+            reports[int(path.stem.removeprefix("server_rank"))] = json.loads(path.read_text())
+        return ServerRun(code, outputs[0], outputs[1], reports,
+                         time.monotonic() - self._started)
+
+
+def start(args=(), *, env, cwd, nproc=2, tp=2, launcher_prefix=("-m", "mindspeed_prof.launch"),
+          ready_timeout=120):
+    """``torchrun --nproc-per-node N [prefix] run_text_generation_server.py <tiny GPT> <args>``
+    in a session of its own; returns once rank 0 listens. ``env`` comes from
+    ``harness.launch.harness_env`` (its ``HARNESS_REPORT_DIR`` receives the server reports)."""
+    port = free_port()
+    report_dir = env["HARNESS_REPORT_DIR"]
+    os.makedirs(report_dir, exist_ok=True)
+    for stale in pathlib.Path(report_dir).glob("server_rank*.json"):
+        stale.unlink()
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+               str(nproc), *launcher_prefix, str(SERVER_SCRIPT), *model_args(tp),
+               "--port", str(port), *map(str, args)]
+    out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+    started = time.monotonic()
+    process = subprocess.Popen(command, env=env, cwd=cwd, stdout=out, stderr=err, text=True,
+                               start_new_session=True)
+    server = Server(process, port, report_dir, out, err, started)
+    deadline = started + ready_timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the server exited before listening\n{server.wait().describe()}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return server
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"the server did not listen within {ready_timeout} s\n"
+                       f"{server.wait(timeout=1).describe()}")
