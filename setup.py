@@ -69,6 +69,11 @@ setup(
             "megatron-core==0.16.1",
             "msprof-analyze",
             "matplotlib",
+            # Megatron's text-generation server (tests/harness/inference) and its engine's
+            # progress bar; megatron-core imports them lazily, so it does not require them.
+            "flask",
+            "flask-restful",
+            "tqdm",
         ],
     },
     entry_points={"console_scripts": ["mindspeed-prof = mindspeed_prof.cli:main"]},
