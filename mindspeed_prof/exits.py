@@ -1,45 +1,274 @@
-"""Flush the profile on the ways out of a process that skip ``finally`` blocks.
+"""Flush the profile on every way out of a process, and let nothing from a dying job stop it.
 
-``atexit`` covers ``sys.exit`` and a normal end outside any hooked loop. SIGTERM (what torchrun
-sends the surviving ranks when one fails) kills a Python process without running ``finally`` or
-``atexit``; while a manager is alive we take SIGTERM over, flush, then die of SIGTERM exactly as
-the process would have without us. We only take it over when nobody else handles it: Megatron's
-``--exit-signal-handler`` installs its own and exits through ``sys.exit``, which we see anyway.
+One mechanism for every scenario (training, plain loops, inference and RL drivers):
+
+* ``FlushOnExit(close)``: a recorder registers its idempotent ``close`` while it may hold a
+  session. ``atexit`` covers ``sys.exit`` and a normal end outside any hooked loop; SIGTERM
+  (what SLURM's ``scancel`` and time limit, ``timeout``, a container stop and torchrun send)
+  kills a Python process without running ``finally`` or ``atexit``, so while anything is
+  registered the process's SIGTERM handler flushes every registered recorder, then *chains* to
+  the handler that was there before (calling it, or dying of SIGTERM as the default would).
+* ``install_signal_flush(pin=True)``: an integration may take SIGTERM over earlier than the first
+  recorder arms (Megatron's patches do it when the args are validated, before Megatron installs
+  its own ``--exit-signal-handler``). The handler is installed once per process: a handler
+  installed after ours (Megatron's latch) owns SIGTERM from then on; it ends the loop through
+  ``sys.exit``, whose ``finally`` flushes.
+* ``final_flush()``: the block every final flush runs in. A signal sent to the whole job reaches
+  the DataLoader worker processes in the same instant; PyTorch's SIGCHLD handler then raises
+  ``RuntimeError: DataLoader worker (pid N) is killed by signal`` inside whatever Python code runs,
+  which would be the profiler's stop/export. During the block SIGCHLD only notes which children
+  ended, SIGTERM/SIGINT are held and delivered again afterwards (so the process still ends the
+  way it would have), and console writes that fail (a closed pipe) are dropped. What happened is
+  kept in ``ExitEvents`` for the manifest.
 """
 
 import atexit
+import contextlib
 import os
 import signal
 import threading
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, List, Optional
+
+from . import log
 
 # torchrun follows SIGTERM with SIGKILL after 30 s; leave room to die on our own terms.
 SIGNAL_FLUSH_TIMEOUT_S = 20
+HELD_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+@dataclass
+class ExitEvents:
+    """What reached the process while its profile was being flushed."""
+
+    signals: List[str] = field(default_factory=list)  # held, delivered again after the flush
+    children_ended: List[dict] = field(default_factory=list)  # {"pid", "how"}
+    console_writes_lost: int = 0
+    held: List[int] = field(default_factory=list, repr=False)  # signal numbers to deliver again
+
+    def as_dict(self) -> dict:
+        """The manifest's ``exit_events``: only what happened."""
+        out = {}
+        if self.signals:
+            out["signals"] = list(self.signals)
+        if self.children_ended:
+            out["children_ended"] = list(self.children_ended)
+        if self.console_writes_lost:
+            out["console_writes_lost"] = self.console_writes_lost
+        return out
+
+
+class _Process:
+    """The process-wide part: one SIGTERM handler, the registered flushers, the open guard."""
+
+    def __init__(self):
+        self.lock = threading.RLock()
+        self.flushers: List["FlushOnExit"] = []
+        self.handler = None  # ours, while installed
+        self.previous = None  # the handler ours chains to
+        self.owner = None  # pid that installed it: forked children must not flush its recorders
+        self.pinned = False  # installed by an integration: stays when the last flusher leaves
+        self.replaced = False  # someone installed a handler over ours: they own SIGTERM now
+        self.events: Optional[ExitEvents] = None  # while final_flush() runs
+        self.depth = 0
+
+
+_process = _Process()
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def install_signal_flush(pin: bool = False) -> None:
+    """Take SIGTERM over, chained to the current handler; once per process, main thread only.
+
+    ``pin``: keep it installed when no recorder is registered (until ``uninstall_signal_flush``)."""
+    if not _main_thread():
+        return
+    state = _process
+    with state.lock:
+        state.pinned = state.pinned or pin
+        if state.owner != os.getpid():
+            state.handler, state.replaced = None, False  # a forked child starts afresh
+        if state.handler is not None:
+            if signal.getsignal(signal.SIGTERM) is not state.handler:
+                state.replaced = True
+            return
+        current = signal.getsignal(signal.SIGTERM)
+        if current is None:
+            return  # a handler installed from C: we could not chain to it
+        state.previous, state.owner, state.replaced = current, os.getpid(), False
+        state.handler = _on_sigterm
+        signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def uninstall_signal_flush() -> None:
+    """Put the handler we chained to back, if ours is still the one installed."""
+    state = _process
+    with state.lock:
+        handler, state.handler, state.pinned = state.handler, None, False
+        if handler is None or not _main_thread() or state.owner != os.getpid():
+            return
+        if signal.getsignal(signal.SIGTERM) is handler:
+            signal.signal(signal.SIGTERM, state.previous)
+
+
+def _on_sigterm(signum, frame):
+    state = _process
+    if state.owner == os.getpid():
+        with final_flush():
+            name = signal_name(signum)
+            for flusher in list(state.flushers):
+                flusher.on_signal(name)
+    _chain(state.previous, signum, frame)
+
+
+def _chain(previous, signum, frame):
+    if callable(previous):
+        previous(signum, frame)
+    elif previous != signal.SIG_IGN:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
 
 
 class FlushOnExit:
-    def __init__(self, close):
-        """``close(reason, detail, wait_timeout=None)`` is the manager's idempotent close."""
+    """One recorder's part: its ``close`` runs at interpreter exit and on SIGTERM."""
+
+    def __init__(self, close: Callable, wait: Optional[Callable[[float], bool]] = None):
+        """``close(reason, detail, wait_timeout=None)`` is the recorder's idempotent close;
+        ``wait(timeout) -> bool`` waits for a background export that outlives ``close``."""
         self._close = close
-        self._took_sigterm = False
+        self._wait = wait
+        self._pid = None
 
-    def install(self):
+    def install(self) -> None:
+        self._pid = os.getpid()
         atexit.register(self._at_exit)
-        if threading.current_thread() is threading.main_thread() and \
-                signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, self._on_sigterm)
-            self._took_sigterm = True
+        with _process.lock:
+            if self not in _process.flushers:
+                _process.flushers.append(self)
+        install_signal_flush()
 
-    def uninstall(self):
+    def uninstall(self, pending: bool = False) -> None:
+        """The recorder closed. ``pending``: its export still runs; a SIGTERM waits for it."""
         atexit.unregister(self._at_exit)
-        if self._took_sigterm and threading.current_thread() is threading.main_thread() and \
-                signal.getsignal(signal.SIGTERM) == self._on_sigterm:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        self._took_sigterm = False
+        state = _process
+        with state.lock:
+            if pending and self._wait is not None:
+                return  # stays registered: on_signal waits for the export
+            if self in state.flushers:
+                state.flushers.remove(self)
+            if not state.flushers and not state.pinned and not state.replaced:
+                uninstall_signal_flush()
+
+    def on_signal(self, name: str) -> None:
+        """SIGTERM arrived: close (a no-op when closed) and wait for a pending export."""
+        if self._pid != os.getpid():
+            return
+        self._close("signal", name, wait_timeout=SIGNAL_FLUSH_TIMEOUT_S)
+        if self._wait is not None and not self._wait(SIGNAL_FLUSH_TIMEOUT_S):
+            log.error(f"{name}: the trace was still being written after "
+                      f"{SIGNAL_FLUSH_TIMEOUT_S} s; it is incomplete")
+        self.uninstall()
 
     def _at_exit(self):
-        self._close("process exit", "the training loop did not close the profiler")
+        if self._pid == os.getpid():
+            self._close("process exit", "the loop did not close the profiler")
 
-    def _on_sigterm(self, signum, frame):
-        self._close("signal", "SIGTERM", wait_timeout=SIGNAL_FLUSH_TIMEOUT_S)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
+
+@contextlib.contextmanager
+def final_flush() -> Iterator[ExitEvents]:
+    """Run a final flush so that nothing from the dying job aborts it (see the module text).
+
+    Reentrant: a flush inside a flush shares the outer block and its events. Off the main
+    thread signal handlers cannot be changed; the block then only records console losses."""
+    state = _process
+    with state.lock:
+        state.depth += 1
+        outer = state.depth == 1
+        if outer:
+            state.events = ExitEvents()
+        events = state.events
+    saved, lost_before = {}, log.lost_writes()
+    try:
+        if outer and _main_thread():
+            saved = _hold_signals(events)
+        yield events
+    finally:
+        with state.lock:
+            state.depth -= 1
+            if outer:
+                events.console_writes_lost += log.lost_writes() - lost_before
+                state.events = None
+        if saved:
+            _release_signals(saved, events)
+
+
+def _hold_signals(events: ExitEvents) -> dict:
+    saved = {}
+    for signum in HELD_SIGNALS:
+        handler = signal.getsignal(signum)
+        if handler is None:  # installed from C: cannot be restored from Python
+            continue
+        saved[signum] = handler
+
+        def hold(received, frame):
+            events.signals.append(signal_name(received))
+            events.held.append(received)
+
+        signal.signal(signum, hold)
+    sigchld = getattr(signal, "SIGCHLD", None)
+    if sigchld is not None and signal.getsignal(sigchld) is not None:
+        saved[sigchld] = signal.getsignal(sigchld)
+        signal.signal(sigchld, lambda received, frame: _note_children(events))
+    return saved
+
+
+def _release_signals(saved: dict, events: ExitEvents) -> None:
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+    for signum in dict.fromkeys(events.held):
+        os.kill(os.getpid(), signum)
+
+
+def _note_children(events: ExitEvents) -> None:
+    """Record the children that ended (a DataLoader worker killed with the job), unreaped:
+    whoever owns them (torch, multiprocessing) still collects their status."""
+    seen = {c["pid"] for c in events.children_ended}
+    for pid in _children():
+        if pid in seen:
+            continue
+        try:
+            info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except (ChildProcessError, OSError):
+            continue
+        if info is None:
+            continue
+        if info.si_code in (os.CLD_KILLED, os.CLD_DUMPED):
+            how = f"killed by {signal_name(info.si_status)}"
+        else:
+            how = f"exited with code {info.si_status}"
+        events.children_ended.append({"pid": pid, "how": how})
+
+
+def _children() -> List[int]:
+    pids = []
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return pids
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/children") as handle:
+                pids.extend(int(p) for p in handle.read().split())
+        except (OSError, ValueError):
+            continue
+    return pids

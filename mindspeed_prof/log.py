@@ -9,13 +9,31 @@ def _tag(rank):
     return PREFIX if rank is None else f"[mindspeed_prof rank {rank}]"
 
 
+_lost = 0
+
+
+def _write(line, stream):
+    # A message must never end what it reports on: a dying job's console may be a closed pipe
+    # (the launcher died first) while the final flush still writes the trace.
+    global _lost
+    try:
+        print(line, file=stream or sys.stdout, flush=True)
+    except (OSError, ValueError):  # a broken pipe, or a closed file
+        _lost += 1
+
+
+def lost_writes():
+    """How many messages could not be written so far."""
+    return _lost
+
+
 def info(message, rank=None):
-    print(f"{_tag(rank)} {message}", flush=True)
+    _write(f"{_tag(rank)} {message}", None)
 
 
 def warning(message, rank=None):
-    print(f"{_tag(rank)} WARNING: {message}", file=sys.stderr, flush=True)
+    _write(f"{_tag(rank)} WARNING: {message}", sys.stderr)
 
 
 def error(message, rank=None):
-    print(f"{_tag(rank)} ERROR: {message}", file=sys.stderr, flush=True)
+    _write(f"{_tag(rank)} ERROR: {message}", sys.stderr)

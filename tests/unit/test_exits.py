@@ -1,0 +1,178 @@
+"""The one flush-on-exit mechanism (mindspeed_prof.exits): a signal that reaches the whole job, a
+second signal or a closed console cannot abort the final flush, and SIGTERM flushes every live
+recorder before the process ends the way it would have.
+
+Signal tests run in a child interpreter: they install handlers and kill processes."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGCHLD"), reason="POSIX signals")
+
+
+def run_child(body, timeout=60):
+    """Run ``body`` in a fresh interpreter; its last stdout line is JSON."""
+    code = textwrap.dedent("""
+        import json, os, signal, subprocess, sys, time
+        from mindspeed_prof import exits, log
+    """) + textwrap.dedent(body)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=timeout)
+    return done
+
+
+def last_json(done):
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    assert lines, done.stdout + done.stderr
+    return json.loads(lines[-1])
+
+
+def test_a_child_killed_during_the_final_flush_is_noted_and_does_not_abort_it():
+    # torch's DataLoader installs this kind of SIGCHLD handler: it raises in whatever code runs.
+    done = run_child("""
+        def torch_like(signum, frame):
+            raise RuntimeError("DataLoader worker (pid N) is killed by signal: Terminated.")
+        signal.signal(signal.SIGCHLD, torch_like)
+        worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        with exits.final_flush() as events:
+            worker.terminate()
+            for _ in range(100):
+                time.sleep(0.02)  # the flush goes on: stop, export, manifest
+            flushed = True
+        assert signal.getsignal(signal.SIGCHLD) is torch_like
+        print(json.dumps({"flushed": flushed, "events": events.as_dict(), "pid": worker.pid}))
+    """)
+    out = last_json(done)
+    assert out["flushed"] is True
+    assert out["events"]["children_ended"] == [{"pid": out["pid"], "how": "killed by SIGTERM"}]
+
+
+def test_the_same_child_death_without_the_guard_aborts_the_code_that_runs():
+    # The failure the guard exists for, so the test above cannot pass by accident.
+    done = run_child("""
+        def torch_like(signum, frame):
+            raise RuntimeError("DataLoader worker is killed by signal: Terminated.")
+        signal.signal(signal.SIGCHLD, torch_like)
+        worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        try:
+            worker.terminate()
+            for _ in range(100):
+                time.sleep(0.02)
+            print(json.dumps({"aborted": False}))
+        except RuntimeError:
+            print(json.dumps({"aborted": True}))
+    """)
+    assert last_json(done) == {"aborted": True}
+
+
+@pytest.mark.parametrize("second", ["SIGTERM", "SIGINT"])
+def test_a_signal_during_the_final_flush_is_held_and_delivered_after_it(second):
+    done = run_child(f"""
+        with exits.final_flush() as events:
+            os.kill(os.getpid(), signal.{second})
+            time.sleep(0.2)
+            print(json.dumps({{"events": events.as_dict()}}), flush=True)
+        print("not reached", flush=True)
+    """)
+    assert last_json(done)["events"] == {"signals": [second]}
+    assert "not reached" not in done.stdout
+    assert done.returncode == -getattr(signal, second)
+    if second == "SIGINT":
+        assert "KeyboardInterrupt" in done.stderr
+
+
+def test_a_closed_console_does_not_abort_the_final_flush():
+    done = run_child("""
+        sys.stdout.close()
+        with exits.final_flush() as events:
+            log.info("wrote the trace")
+            log.error("something to say")
+        sys.stderr.write(json.dumps({"events": events.as_dict()}))
+    """)
+    assert json.loads(done.stderr.splitlines()[-1]) == {"events": {"console_writes_lost": 1}}
+
+
+def test_sigterm_flushes_every_registered_recorder_then_chains_to_the_earlier_handler():
+    done = run_child("""
+        calls = []
+        def earlier(signum, frame):
+            calls.append("earlier handler")
+            print(json.dumps({"calls": calls}), flush=True)
+            sys.exit(3)
+        signal.signal(signal.SIGTERM, earlier)
+        for name in ("training", "inference"):
+            flush = exits.FlushOnExit(lambda reason, detail, wait_timeout=None, name=name:
+                                      calls.append(f"{name} closed: {reason} {detail}"))
+            flush.install()
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+    """)
+    assert done.returncode == 3
+    assert last_json(done)["calls"] == ["training closed: signal SIGTERM",
+                                        "inference closed: signal SIGTERM", "earlier handler"]
+
+
+def test_sigterm_with_the_default_handler_flushes_then_dies_of_sigterm():
+    done = run_child("""
+        flush = exits.FlushOnExit(lambda reason, detail, wait_timeout=None:
+                                  print(json.dumps({"closed": [reason, detail]}), flush=True))
+        flush.install()
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+        print("survived", flush=True)
+    """)
+    assert last_json(done) == {"closed": ["signal", "SIGTERM"]}
+    assert done.returncode == -signal.SIGTERM and "survived" not in done.stdout
+
+
+def test_the_handler_is_put_back_when_the_last_recorder_closes():
+    done = run_child("""
+        first = exits.FlushOnExit(lambda *a, **k: None)
+        second = exits.FlushOnExit(lambda *a, **k: None)
+        first.install(); second.install()
+        first.uninstall()
+        still = signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+        second.uninstall()
+        print(json.dumps({"while_one_is_live": still,
+                          "after": signal.getsignal(signal.SIGTERM) is signal.SIG_DFL}))
+    """)
+    assert last_json(done) == {"while_one_is_live": True, "after": True}
+
+
+def test_a_handler_installed_over_ours_keeps_sigterm_and_later_recorders_leave_it_alone():
+    # Megatron's --exit-signal-handler replaces ours and ends training through sys.exit.
+    done = run_child("""
+        exits.install_signal_flush(pin=True)
+        latch = lambda signum, frame: None
+        signal.signal(signal.SIGTERM, latch)
+        flush = exits.FlushOnExit(lambda *a, **k: None)
+        flush.install()
+        kept = signal.getsignal(signal.SIGTERM) is latch
+        flush.uninstall()
+        print(json.dumps({"kept": kept, "after": signal.getsignal(signal.SIGTERM) is latch}))
+    """)
+    assert last_json(done) == {"kept": True, "after": True}
+
+
+def test_a_forked_child_passes_sigterm_on_without_flushing_its_parents_recorder():
+    done = run_child("""
+        parent = os.getpid()
+        flush = exits.FlushOnExit(lambda *a, **k: print(
+            "parent closed" if os.getpid() == parent else "child flushed", flush=True))
+        flush.install()
+        pid = os.fork()
+        if pid == 0:  # a DataLoader worker forked while a recorder is live
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        print(json.dumps({"child": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None}))
+    """)
+    assert last_json(done) == {"child": signal.SIGTERM}
+    assert "child flushed" not in done.stdout and "parent closed" in done.stdout
