@@ -168,8 +168,16 @@ class WindowRecorder:
         log.info(f"{who}profiling rank(s) {short_ranks(self.selected_ranks)} at {shown}{more} "
                  f"-> {where}")
 
+    def _worker_name(self, schedule):
+        """The NPU capture's name prefix: rank (and role); with a session per unit, the unit
+        too (``rank0_req2``), so one rank's captures are told apart by name."""
+        name = layout.worker_name(self.rank, self.role)
+        return f"{name}_{self.unit.prefix}{schedule.start}" if self.session_per_unit else name
+
     def _describe_plan(self, plan):
         text = plan.describe()
+        if self.session_per_unit:
+            text = text.split(" (warm-up at ")[0]  # each unit is a session: no warm-up unit
         if self.unit is ITERATION:
             return text
         text = text.replace("iterations", self.unit.plural).replace("iteration", self.unit.name)
@@ -274,8 +282,7 @@ class WindowRecorder:
         self._windows_opened += 1
         backend = backends.backend_class(self.backend_name)(
             config=self.config, rank=self.rank, save_dir=directory, schedule=schedule,
-            metadata=self.parallel, report=self.report,
-            worker=layout.worker_name(self.rank, self.role))
+            metadata=self.parallel, report=self.report, worker=self._worker_name(schedule))
         window = self._window
         backend.on_saved = lambda: self._on_saved(backend, window)
         self._backend = backend
