@@ -81,3 +81,43 @@ def test_adapted_torch_distributed_launch_command_reaches_the_training_script(tm
     argv = json.loads((tmp_path / "argv.json").read_text())
     assert argv[-3:] == ["--profile", "--profile-step-start", "2"]
     assert "--num-layers" in argv and any(a.startswith("--local-rank") for a in argv)
+
+
+# SLURM is not installed here: this srun skips its own options and runs the command, once.
+FAKE_SRUN = """#!/bin/sh
+while [ "${1#-}" != "$1" ]; do shift; done
+exec "$@"
+"""
+SLURM_TAIL = """
+run_cmd="torchrun ${DISTRIBUTED_ARGS[*]} $MEGATRON_PATH/pretrain_gpt.py ${GPT_ARGS[*]} \\
+${DATA_ARGS[*]} ${OUTPUT_ARGS[*]}"
+timeout --signal=TERM 600 setsid srun -l --ntasks=1 sh -c "${run_cmd}"
+"""
+
+
+def test_adapted_slurm_script_with_a_command_string_profiles_the_requested_window(tmp_path):
+    """Megatron-LM's SLURM shape: the command in a string, run by `timeout ... srun sh -c`."""
+    harness_text = harness.LAUNCH_SCRIPT.read_text()
+    source = tmp_path / "pretrain_gpt_slurm.sh"
+    source.write_text(harness_text[:harness_text.rindex("torchrun ")] + SLURM_TAIL)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(FAKE_SRUN)
+    (bin_dir / "srun").chmod(0o755)
+    save = tmp_path / "profile"
+    script = adapt(source, tmp_path / "pretrain_gpt_slurm_profile.sh",
+                   "--profile-step-start", START, "--profile-step-end", END,
+                   "--profile-ranks", RANK, "--profile-backend", "torch",
+                   "--profile-save-path", save)
+    assert 'run_cmd="torchrun ${DISTRIBUTED_ARGS[*]} -m mindspeed_prof.launch' in script.read_text()
+    env = harness.harness_env(tmp_path)
+    env["PATH"] = f"{bin_dir}:{env['PATH']}"
+    run = harness.run_script(script, env=env, cwd=tmp_path, nproc=2, timeout=300).check()
+
+    for rank in (0, 1):
+        assert run.report(rank)["train_step_iterations"] == [1, 2, 3, 4, 5, 6], run.describe()
+    assert not (save / "profile_manifest_rank0.json").exists()
+    manifest = json.loads((save / f"profile_manifest_rank{RANK}.json").read_text())
+    (window,) = manifest["windows"]
+    assert window["iterations_recorded"] == [START, END - 1]
+    assert manifest["status"] == "complete", manifest["errors"]

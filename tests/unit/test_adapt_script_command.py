@@ -179,3 +179,42 @@ def test_unwritable_folder_exits_2_naming_the_output(script, monkeypatch, capsys
 def test_missing_output_folder_exits_2(script, tmp_path, capsys):
     assert adapt(script, "-o", tmp_path / "no" / "out.sh", *FLAGS) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+SLURM = Path(__file__).resolve().parents[1] / "data" / "launch_scripts" / "slurm_run_cmd.sh"
+
+
+def test_slurm_script_gets_its_command_string_adapted(tmp_path, capsys):
+    script = tmp_path / "slurm.sh"
+    shutil.copyfile(SLURM, script)
+    assert adapt(script, *FLAGS) == 0
+    text = tmp_path.joinpath("slurm_profile.sh").read_text()
+    assert 'run_cmd="python -u -m mindspeed_prof.launch ${MEGATRON}/pretrain_gpt.py' in text
+    assert 'sh -c "${run_cmd}"\n' in text
+    assert "adapted the training command at line 19 of" in capsys.readouterr().err
+
+
+def test_single_quoted_command_string_run_by_sh_c_exits_2_with_the_reason(tmp_path, capsys):
+    script = tmp_path / "quoted.sh"
+    script.write_text("CMD='torchrun pretrain_gpt.py'\nsrun sh -c \"$CMD\"\n")
+    assert adapt(script, *FLAGS) == 2
+    err = capsys.readouterr().err
+    assert "in single quotes" in err and "--line N" in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["quoted.sh"]
+
+
+def test_crlf_script_is_written_with_crlf_line_endings_only(tmp_path):
+    script = tmp_path / "win.sh"
+    script.write_bytes(b"#!/bin/bash\r\nARGS=\"--x 1\"\r\ntorchrun pretrain_gpt.py $ARGS\r\n")
+    assert adapt(script, *FLAGS) == 0
+    written = tmp_path.joinpath("win_profile.sh").read_bytes()
+    assert written.count(b"\n") == written.count(b"\r\n") == 5
+    assert b'$ARGS "${PROFILE_ARGS[@]}"\r\n' in written
+
+
+def test_inference_script_is_reported_as_an_inference_command(tmp_path, capsys):
+    script = tmp_path / "generate.sh"
+    script.write_text("torchrun $DISTRIBUTED_ARGS inference.py --max-new-tokens 8\n")
+    assert adapt(script, *FLAGS) == 0
+    err = capsys.readouterr().err
+    assert "adapted the inference command at line 1" in err and "count requests" in err
