@@ -41,15 +41,23 @@ class profile:
         self.manager = None
 
     def __enter__(self):
-        self.manager = ProfilerManager(self.config, rank=self.rank, world_size=self.world_size,
-                                       local_rank=self.local_rank, parallel=self.parallel)
-        self.manager.arm(first_iteration=self.first_iteration, train_iters=self.train_iters,
-                         exit_interval=self.exit_interval)
+        if self.manager is not None:
+            # A second run would write over the first run's manifest and traces.
+            raise RuntimeError("this mindspeed_prof.profile object has already run; create a new "
+                               "mindspeed_prof.profile(...) for each profiled loop.")
+        manager = ProfilerManager(self.config, rank=self.rank, world_size=self.world_size,
+                                  local_rank=self.local_rank, parallel=self.parallel)
+        manager.arm(first_iteration=self.first_iteration, train_iters=self.train_iters,
+                    exit_interval=self.exit_interval)
+        self.manager = manager  # only once armed: a refused start may be fixed and retried
         self.manager.step_begin(self.iteration)
         return self
 
     def step(self):
         """The current iteration finished; the next one begins."""
+        if self.manager is None or self.manager.closed:
+            raise RuntimeError("profile.step() was called outside its `with` block; call it "
+                               "inside `with mindspeed_prof.profile(...) as prof:`.")
         self.manager.step_end(self.iteration)
         self.iteration += 1
         self.manager.step_begin(self.iteration)
