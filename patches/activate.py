@@ -32,6 +32,10 @@ def activate(argv=None, by="launcher"):
     """Arm the patches if ``argv`` (default: this process's arguments) asks for profiling."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if state.activated_by is not None:
+        if state.activated_by == "autoload" and by != "autoload":
+            # The launcher or `import mindspeed_prof.auto` says this process means to train,
+            # even where the autoload hook armed the patches first: the exit check must know.
+            state.activated_by = by
         return True
     if not profile_tokens_present(argv):
         return False
