@@ -75,12 +75,18 @@ def _driver():
     return state.inference
 
 
+def _megatron_args():
+    try:
+        from megatron.training.global_vars import get_args
+    except ImportError:  # an engine driven without Megatron-LM's training package
+        return None
+    return get_args()
+
+
 def _start_driver(config):
     import torch.distributed as dist
 
-    from megatron.training.global_vars import get_args
-
-    args = get_args()
+    args = _megatron_args()
     initialised = dist.is_available() and dist.is_initialized()
     rank = dist.get_rank() if initialised else int(getattr(args, "rank", 0) or 0)
     world = dist.get_world_size() if initialised else int(getattr(args, "world_size", 1) or 1)
@@ -88,7 +94,7 @@ def _start_driver(config):
         layout = rank_layout(world) if ranks.needs_topology(config.profile_ranks) else None
         driver = RequestDriver(config, rank=rank, world_size=world,
                                local_rank=getattr(args, "local_rank", None), layout_of=layout,
-                               parallel=distributed_args(args, rank, world))
+                               parallel=distributed_args(args, rank, world) if args else None)
         driver.arm()
     except ConfigError as exc:
         _refuse(str(exc), rank)
