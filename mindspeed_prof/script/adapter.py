@@ -19,7 +19,7 @@ from .embedded import SPLIT, bodies
 from .launches import (BLOCKED, INFERENCE, LAUNCHER_MODULE, LAUNCHER_ONLY, TRAINING, Launch,
                        command_lines, find_launches, scan_commands)
 from .program import skip_prefixes
-from .scan import ASSIGNMENT_HEAD, assignments, expansion_name, line_of, tokenize
+from .scan import ASSIGNMENT_HEAD, DECLARERS, assignments, expansion_name, line_of, tokenize
 
 __all__ = ["ARRAY_REF", "Adaptation", "Launch", "STRING_REF", "VARIABLE", "adapt_script",
            "find_launches", "profile_args_value"]
@@ -171,10 +171,12 @@ def _mention(text, commands, offset):
     if not holders:
         return "appears only in a comment or heredoc, which the script does not run"
     words = max(holders, key=lambda c: c.words[0].start).words
+    if words[0].text in DECLARERS:  # `export CMD="..."`
+        words = [w for w in words[1:] if not w.text.startswith("-")] or words
     if all(ASSIGNMENT_HEAD.match(w.text) for w in words):
         name = ASSIGNMENT_HEAD.match(words[0].text).group().rstrip("+=")
         return (f"is in the string assigned to {name}, which the script never runs as a command "
-                f"(sh -c, bash -c, eval or ${name})")
+                f"(sh -c \"${name}\", bash -c, eval or ${name})")
     program = words[min(skip_prefixes(words), len(words) - 1)].text
     return (f"is in an argument of {program}, which adapt-script does not follow; add "
             f"-m {LAUNCHER_MODULE} and the flags there by hand")

@@ -14,6 +14,7 @@ from .scan import ASSIGNMENT_HEAD, dequote, expansion_name, line_of, quoted_span
 
 EVAL, NEW_SHELL, SPLIT = "eval", "a new shell", "split"  # how a string is run
 _SHELL_VALUED = ("-o", "+o", "-O", "+O")
+_PRINTERS = ("echo", "printf")  # `echo bash -c "..."` shows a command, it does not run one
 
 
 @dataclass(frozen=True)
@@ -55,18 +56,32 @@ def bodies(text, commands, values) -> List[Body]:
 
 def _run_strings(words, values):
     """``(how, shown, word, variable name or None)`` for each string this command runs."""
+    program = None
     for j, program, name in candidates(words, values):
         if program == "eval":
             for word in words[j + 1:]:
                 yield EVAL, "eval", word, expansion_name(word.text)
             return
         if program in SHELLS:
-            word = _dash_c_string(words, j + 1)
-            if word is not None:
-                yield NEW_SHELL, f"{program} -c", word, expansion_name(word.text)
+            yield from _shell_string(words, j, program)
             return
         if program is None and name and name in values:  # `$CMD` or `srun $CMD` runs its words
             yield SPLIT, f"${name}", words[j], name
+    if program is None or program in _PRINTERS:
+        return
+    # `docker exec ctr bash -c "$CMD"`, `ssh node bash -c ...`: another program hands the string
+    # to a shell as it is
+    for k in range(j + 1, len(words)):
+        shell = dequote(words[k].text).rsplit("/", 1)[-1]
+        if shell in SHELLS:
+            yield from _shell_string(words, k, f"{program} ... {shell}")
+            return
+
+
+def _shell_string(words, k, shown):
+    word = _dash_c_string(words, k + 1)
+    if word is not None:
+        yield NEW_SHELL, f"{shown} -c", word, expansion_name(word.text)
 
 
 def _dash_c_string(words, k):

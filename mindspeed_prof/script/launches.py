@@ -160,7 +160,8 @@ def _inspect(text, command, values):
     if module == LAUNCHER_MODULE:
         return _classify(partial(launch, shown), False, words, values, j - 1, True, None)
     if module:
-        return launch(f"{shown} -m {module}", reason="runs a module, not a training script")
+        return launch(f"{shown} -m {module.replace(chr(0), '…')}",
+                      reason="runs a module, not a training script")
     # `srun python pretrain_gpt.py`: one Python per task of the job, as under torchrun
     distributed = bool(runners_before(words, values, i) & DISTRIBUTING)
     return _classify(partial(launch, shown), distributed, words, values, j, False, None)

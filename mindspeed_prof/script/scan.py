@@ -383,7 +383,7 @@ def _scan(text, start):
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _EXPANSION = re.compile(rf'"?\$(?:\{{({_NAME})(?:\[[@*]\])?\}}|({_NAME}))"?')
-_DECLARERS = {"export", "declare", "typeset", "local", "readonly"}
+DECLARERS = {"export", "declare", "typeset", "local", "readonly"}
 
 
 def expansion_name(word):
@@ -403,7 +403,7 @@ def assignments(commands):
     found = {}
     for command in commands:
         words = command.words
-        if words[0].text in _DECLARERS:  # `export NAME=x`, `local -a NAME=(...)`
+        if words[0].text in DECLARERS:  # `export NAME=x`, `local -a NAME=(...)`
             words = [w for w in words[1:] if not w.text.startswith("-")]
         if not words or not all(ASSIGNMENT_HEAD.match(w.text) for w in words):
             continue

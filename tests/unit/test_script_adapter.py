@@ -359,6 +359,23 @@ def test_command_string_run_later_is_adapted_in_its_assignment(runner, tmp_path)
                     "--num-layers", "2"] + FLAGS
 
 
+def test_command_string_handed_to_a_shell_in_a_container_is_adapted_but_an_echo_is_not():
+    text = 'export CMD="torchrun pretrain_gpt.py"\ndocker exec -w /ws ctr bash -c "$CMD"\n'
+    adapted = adapt_script(text, FLAGS).text
+    assert 'export CMD="torchrun -m mindspeed_prof.launch pretrain_gpt.py $PROFILE_ARGS"' in adapted
+    with pytest.raises(ConfigError, match="is in the string assigned to CMD, which the script "
+                                          "never runs as a command"):
+        adapt_script(text.replace("docker exec -w /ws ctr", "echo"), FLAGS)
+
+
+def test_module_run_from_a_string_is_listed_with_its_reason():
+    text = 'CMD="python -m examples.gpt_${ENGINE}_inference"\neval ${CMD}\n'
+    with pytest.raises(ConfigError) as caught:
+        adapt_script(text, FLAGS)
+    assert ("line 1: python -m examples.gpt_…_inference (runs a module, not a training script; "
+            "in a string run by eval on line 2)") in str(caught.value)
+
+
 def test_flags_go_before_a_redirection_inside_the_string():
     text = 'CMD="python pretrain_gpt.py --x 1 2>&1 | tee train.log"\neval "$CMD"\n'
     assert adapt_script(text, FLAGS).text.endswith(
