@@ -27,8 +27,12 @@ def add_arguments(parser):
 
 def run(args):
     from mindspeed_prof.output import render_summary
+    from mindspeed_prof.output.roles import role_roots
     from mindspeed_prof.output.summary import summarize_directory
 
+    roots = role_roots(args.directory)
+    if roots:  # RL output: one cross-role table per profiled RL step
+        return _roles(args, roots)
     summary = summarize_directory(args.directory, top=args.top)
     plotted = None
     if args.plot:
@@ -47,3 +51,20 @@ def run(args):
         if plotted:
             print(f"\nplot written to {plotted}")
     return 0 if summary.ranks and (plotted or not args.plot) else 1
+
+
+def _roles(args, roots):
+    from mindspeed_prof.output import render_roles
+    from mindspeed_prof.output.role_summary import summarize_roles
+
+    if args.plot:
+        print(f"mindspeed-prof summary: --plot {args.plot} not written: RL role output has no "
+              f"per-rank breakdown to draw; see the tables.", file=sys.stderr)
+    summary = summarize_roles(args.directory, roots)
+    if args.json:
+        print(render_roles.role_summary_json(summary))
+    elif args.csv:
+        print(render_roles.role_summary_csv(summary), end="")
+    else:
+        print(render_roles.role_summary_table(summary))
+    return 0 if summary.steps else 1

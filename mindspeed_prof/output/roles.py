@@ -1,0 +1,128 @@
+"""The RL role layout (DESIGN §6) and ``check``'s verdict per (role, rank).
+
+    {save_path}/
+      {role}/                      a complete save path: manifests (with "role"), step_{g}-{g}/
+      {role}/{stage}/              one per selected stage (manifests with "role" and "stage")
+
+Every folder holding a role's manifests is checked as the save path it is (``check_directory``);
+a (role, rank) gets the worst verdict of its folders, and each role expects the ranks its own
+manifests selected.
+"""
+
+import os
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from .checker import check_directory
+from .discover import discover
+from .report import VALID, Report, worst
+
+WHOLE_STEP = "step"  # how a role's whole-step sessions are named beside its stages
+
+
+@dataclass(frozen=True)
+class RoleRoot:
+    """A folder that is one role's (or one role stage's) save path."""
+
+    role: str
+    stage: Optional[str]
+    path: str
+    rel: str
+
+    @property
+    def part(self):
+        return self.stage or WHOLE_STEP
+
+
+def role_roots(path: str) -> List[RoleRoot]:
+    """The role folders under ``path`` (``path`` itself when it is one); [] for training or
+    inference output, whose manifests carry no role."""
+    if not os.path.isdir(path):
+        return []
+    found = discover(path)
+    roots = {}
+    for entry in found.manifests:
+        role = entry.data.get("role") if isinstance(entry.data, dict) else None
+        if not isinstance(role, str) or not role:
+            continue
+        folder = os.path.dirname(entry.path)
+        stage = entry.data.get("stage")
+        roots.setdefault(folder, RoleRoot(role, stage if isinstance(stage, str) else None, folder,
+                                          os.path.relpath(folder, found.root)))
+    return sorted(roots.values(), key=lambda r: (r.role, r.stage or "", r.rel))
+
+
+@dataclass
+class RoleRank:
+    role: str
+    rank: int
+    verdict: str = VALID
+    parts: Dict[str, str] = field(default_factory=dict)  # stage (or "step") -> verdict
+    problems: List[str] = field(default_factory=list)
+
+    def as_dict(self):
+        return {"role": self.role, "rank": self.rank, "verdict": self.verdict,
+                "parts": self.parts, "problems": self.problems}
+
+
+@dataclass
+class RoleCheck:
+    directory: str
+    expected: Dict[str, List[int]] = field(default_factory=dict)  # role -> ranks
+    ranks: List[RoleRank] = field(default_factory=list)
+    reports: List[tuple] = field(default_factory=list)  # (RoleRoot, Report)
+    warnings: List[str] = field(default_factory=list)
+
+    @property
+    def ok(self):
+        return bool(self.ranks) and all(r.verdict == VALID for r in self.ranks)
+
+    @property
+    def exit_code(self):
+        return 0 if self.ok else 1
+
+    def verdict(self, role, rank):
+        return next((r.verdict for r in self.ranks if (r.role, r.rank) == (role, rank)), None)
+
+    def as_dict(self):
+        return {"directory": self.directory, "layout": "roles", "ok": self.ok,
+                "exit_code": self.exit_code, "expected_ranks": self.expected,
+                "ranks": [r.as_dict() for r in self.ranks], "warnings": self.warnings,
+                "folders": [{"role": root.role, "stage": root.stage, "path": root.rel,
+                             **report.as_dict()} for root, report in self.reports]}
+
+
+def check_roles(path: str, roots: List[RoleRoot],
+                expected_ranks: Optional[List[int]] = None) -> RoleCheck:
+    """Check each role folder; ``expected_ranks`` (``--ranks``) applies to every role."""
+    result = RoleCheck(directory=os.path.abspath(path))
+    by_key = {}
+    for root in roots:
+        report: Report = check_directory(root.path, expected_ranks)
+        result.reports.append((root, report))
+        expected = result.expected.setdefault(root.role, [])
+        expected[:] = sorted(set(expected) | set(report.expected_ranks))
+        for warning in report.warnings:
+            result.warnings.append(f"{root.rel}: {warning}")
+        for rank_report in report.ranks:
+            key = (root.role, rank_report.rank)
+            entry = by_key.setdefault(key, RoleRank(root.role, rank_report.rank))
+            entry.verdict = worst(entry.verdict, rank_report.verdict)
+            entry.parts[root.part] = worst(entry.parts.get(root.part), rank_report.verdict)
+            entry.problems.extend(f"{root.rel}: {p}" for p in rank_report.problems)
+            entry.problems.extend(f"{root.rel}: {p}" for run in rank_report.runs
+                                  for p in run.problems)
+        for run in report.unranked:
+            result.warnings.append(f"{root.rel}: {run.path}: rank unknown ({run.verdict})")
+    result.ranks = [by_key[key] for key in sorted(by_key)]
+    _stray_captures(path, roots, result)
+    return result
+
+
+def _stray_captures(path, roots, result):
+    """Captures outside every role folder: written by something that is no role (a controller)."""
+    inside = [root.path + os.sep for root in roots]
+    for run in discover(path).runs:
+        if not any(run.path.startswith(prefix) for prefix in inside):
+            result.warnings.append(f"{run.rel} lies outside every role folder: not checked "
+                                   f"(RL output goes to {{save}}/{{role}}/)")

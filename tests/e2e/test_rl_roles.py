@@ -1,0 +1,124 @@
+"""The RL scenario end to end: a GRPO-shaped job (tests/harness/rl) whose roles are separate
+processes with tiny megatron-core GPTs, profiled from one role YAML like the issue's."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from harness.launch import harness_env
+from helpers.cli import run_cli, run_cli_json
+from helpers.traces import step_ids, torch_traces
+
+pytestmark = pytest.mark.e2e
+
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RL_YAML = """\
+profile: true
+profile_save_path: {save}
+profile_backend: torch
+roles:
+  actor:   {{profile_steps: "2-3", profile_ranks: "0", profile_stages: [old_logprob, update]}}
+  ref:     {{profile_steps: "2"}}
+  rollout: {{profile_steps: "3", profile_level: level1}}
+"""
+STEPS = 4
+
+
+@pytest.fixture(scope="module")
+def rl_run(tmp_path_factory):
+    """One GRPO job for every test here: 4 RL steps, 4 role processes."""
+    tmp = tmp_path_factory.mktemp("rl")
+    save, reports = tmp / "prof", tmp / "reports"
+    config = tmp / "rl.yaml"
+    config.write_text(RL_YAML.format(save=save))
+    env = harness_env(tmp, pythonpath=(TESTS,))
+    done = subprocess.run([sys.executable, "-m", "harness.rl.grpo", "--config", str(config),
+                           "--steps", str(STEPS), "--report-dir", str(reports)],
+                          capture_output=True, text=True, env=env, timeout=240, cwd=tmp)
+    worker = {}
+    for name in sorted(os.listdir(reports)) if reports.is_dir() else []:
+        with open(reports / name) as handle:
+            worker[name.removesuffix(".json")] = json.load(handle)
+    return done, save, worker
+
+
+def folders(path):
+    return sorted(os.listdir(path))
+
+
+def steps_by_folder(path):
+    return {os.path.relpath(os.path.dirname(t), path): step_ids(t) for t in torch_traces(str(path))}
+
+
+def test_the_grpo_job_runs_every_role_through_every_rl_step(rl_run):
+    done, _, worker = rl_run
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    assert sorted(worker) == ["actor0", "actor1", "ref0", "rollout0"]
+    for report in worker.values():
+        assert report["steps"] == list(range(1, STEPS + 1))
+    assert [s for g, s in worker["actor1"]["stages"] if g == 1] == [
+        "sync_weights", "old_logprob", "update"]
+    assert [s for g, s in worker["rollout0"]["stages"] if g == 1] == ["sync_weights", "generate"]
+    assert len(worker["actor0"]["losses"]) == STEPS
+
+
+def test_output_has_one_folder_per_role_and_nothing_from_the_controller(rl_run):
+    done, save, worker = rl_run
+    assert folders(save) == ["actor", "ref", "rollout"]
+    pids = set()
+    for folder, _, files in os.walk(save):
+        for name in files:
+            if name.startswith("profile_manifest_rank"):
+                with open(os.path.join(folder, name)) as handle:
+                    pids.add(json.load(handle)["pid"])
+    assert pids <= {report["pid"] for report in worker.values()}
+    controller = json.loads(done.stdout.strip().splitlines()[-1])
+    assert controller["exit_codes"] == {"actor0": 0, "actor1": 0, "ref0": 0, "rollout0": 0}
+
+
+def test_actor_records_only_its_selected_stages_steps_and_rank(rl_run):
+    _, save, _ = rl_run
+    actor = save / "actor"
+    assert folders(actor) == ["old_logprob", "update"]
+    for stage in ("old_logprob", "update"):
+        assert folders(actor / stage) == ["profile_manifest_rank0.json", "step_2-2", "step_3-3"]
+        assert steps_by_folder(actor / stage) == {"step_2-2": [2], "step_3-3": [3]}
+
+
+def test_ref_and_rollout_record_their_whole_step_at_their_own_steps(rl_run):
+    _, save, _ = rl_run
+    assert steps_by_folder(save / "ref") == {"step_2-2": [2]}
+    assert steps_by_folder(save / "rollout") == {"step_3-3": [3]}
+    with open(save / "rollout" / "profile_manifest_rank0.json") as handle:
+        rollout = json.load(handle)
+    assert rollout["role"] == "rollout" and rollout["config"]["profile_level"] == "level1"
+    [trace] = torch_traces(str(save / "rollout"))
+    with open(trace) as handle:
+        names = {e.get("name") for e in json.load(handle)["traceEvents"]}
+    assert {"stage:sync_weights", "stage:generate"} <= names
+
+
+def test_check_gives_a_valid_verdict_per_role_and_rank(rl_run, capsys):
+    _, save, _ = rl_run
+    code, report = run_cli_json(capsys, "check", save)
+    assert code == 0, report
+    assert report["expected_ranks"] == {"actor": [0], "ref": [0], "rollout": [0]}
+    assert {(r["role"], r["rank"]): r["verdict"] for r in report["ranks"]} == {
+        ("actor", 0): "valid", ("ref", 0): "valid", ("rollout", 0): "valid"}
+    assert report["ranks"][0]["parts"] == {"old_logprob": "valid", "update": "valid"}
+
+
+def test_summary_prints_one_cross_role_table_per_profiled_rl_step(rl_run, capsys):
+    _, save, _ = rl_run
+    code, out, _ = run_cli(capsys, "summary", save)
+    assert code == 0, out
+    blocks = out.split("\nRL step ")[1:]
+    assert [b.split("\n", 1)[0] for b in blocks] == ["2", "3"]
+    step2, step3 = (b.splitlines() for b in blocks)
+    assert step2[1].split()[:3] == ["ROLE", "RANKS", "STEP"] and "ref_logprob" in step2[1]
+    assert [line.split()[0] for line in step2[2:4]] == ["actor", "ref"]
+    assert [line.split()[0] for line in step3[2:4]] == ["actor", "rollout"]
+    assert "generate" in step3[1] and "update" in step3[1]
