@@ -1,10 +1,13 @@
 """mindspeed_prof as a MindSpeed feature: flags, validation and patches in MindSpeed's own terms.
 
 When MindSpeed's features manager imports (in a process that asked for profiling), this feature
-is appended to ``MindSpeedFeaturesManager.FEATURES_LIST``. MindSpeed then calls ``register_args``
-from its parse_args wrapper and ``post_validate_args`` after validation, so the integration
-follows MindSpeed's life cycle (including ``repatch``). Being last in the list matters: MindSpeed's
-own profile feature defines ``--profile-level`` etc. first, and we reuse them.
+is appended to ``MindSpeedFeaturesManager.FEATURES_LIST``; again when MindSpeed-LLM's features
+manager imports, since it replaces the whole list. MindSpeed then calls ``register_args`` from its
+parse_args wrapper and ``post_validate_args`` after validation. Being last in the list matters:
+MindSpeed's own profile feature defines ``--profile-level`` etc. first, and we reuse them.
+The train/train_step patches are not this feature's: they need the validated config, and the
+registry re-applies them after MindSpeed's ``remove_patches()``/``repatch()`` (it follows every
+``apply_patches()``), which would otherwise keep only what features register.
 """
 
 FEATURE_NAME = "mindspeed_prof"
@@ -25,7 +28,8 @@ def _feature_class(base):
             take_ownership(args)
 
         def register_patches(self, patch_manager, args):
-            # The loop patches depend on the validated config; take_ownership applies them.
+            # The loop patches depend on the validated config: take_ownership applies them, and
+            # the registry puts them back after any remove/re-apply cycle.
             return None
 
     return MindSpeedProfFeature
