@@ -33,7 +33,7 @@ from typing import Callable, Iterable, Iterator, Optional
 from . import backends, budget, layout, log, ranks, trigger
 from .config import ProfilerConfig
 from .environment import versions
-from .exits import FlushOnExit
+from .exits import FlushOnExit, final_flush
 from .manifest import Manifest, overall_status
 from .startup import check_save_path, preflight  # noqa: F401 - the recorder's start-up checks
 from .units import ITERATION, REQUEST, RL_STEP, UNITS, Unit  # noqa: F401 - drivers import them here
@@ -86,7 +86,10 @@ class WindowRecorder:
         self._state = "idle"
         self._session_thread = None
         self._lock = threading.Lock()
-        self._flush = FlushOnExit(self.close)
+        self._flush = FlushOnExit(self.close, wait=self.wait)
+        # end(n) leaves the profiler's step to begin(n + 1): a run that stops after n then
+        # closes ProfilerStep#n, never a step opened for a unit that does not run.
+        self._step_due = False
         self._watcher = None
         self._budget = None
         self._last = None
@@ -287,6 +290,7 @@ class WindowRecorder:
         backend.on_saved = lambda: self._on_saved(backend, window)
         self._backend = backend
         self._state = "running"
+        self._step_due = False
         self._session_thread = threading.get_ident()
         self.manifest.set_status("running")
         if self._watcher is not None:
@@ -319,16 +323,22 @@ class WindowRecorder:
 
     def _catch_up(self, n):
         while self._state == "running" and self._backend.step_num < n:
-            self._advance(self._backend.step_num, executed=False)
+            if self._step_due:  # the step end(n - 1) left for this begin
+                self._step_due = False
+                self._backend.step()
+            else:
+                self._advance(self._backend.step_num, executed=False)  # a unit the host skipped
 
     def _advance(self, n, executed=True):
-        self._backend.step()
         if executed and n >= self.schedule.start:
             self._window["iterations_recorded"].append(n)
         end = self.schedule.end
         if end is not None and n + 1 >= end:
+            self._backend.step()  # the schedule's last step: the trace is saved here
             self._finish_window()
-        elif self._budget is not None and self._budget.limit_gb is not None and executed:
+            return
+        self._step_due = True
+        if self._budget is not None and self._budget.limit_gb is not None and executed:
             self._stop_if_over_budget()
 
     def _finish_window(self):
@@ -351,7 +361,10 @@ class WindowRecorder:
             for path in new:
                 log.info(f"wrote {path}", rank=self.rank)
             self.manifest.add_files(new, window, save=False)
-            window["status"] = status = backend.status()
+            status = backend.status()
+            if status == "complete" and window.get("cut"):
+                status = "cut"  # every file is there, for the units the window kept
+            window["status"] = status
             self.manifest.set_status(overall_status(self.manifest.data["windows"]))  # one write
             if self._watcher is not None and self._state != "running":
                 self._watcher.set_state(trigger.STATE_OF_STATUS.get(status, status),
@@ -402,8 +415,10 @@ class WindowRecorder:
         chosen = (ranks.resolve(ranks.parse_rank_tokens(request["ranks"]), self.world_size,
                                 self._layout_of) if request["ranks"] else self.selected_ranks)
         if self.rank == 0:
+            # A session per unit records the unit about to run too: the next N start with it.
+            first, last = (window[0] - 1, window[1] - 1) if self.session_per_unit else window
             log.info(f"trigger {request['id']}: profiling rank(s) {short_ranks(chosen)} at "
-                     f"{self.unit.plural} {window[0]}-{window[1]}")
+                     f"{self.unit.plural} {first}-{last}")
         if self.rank in chosen:
             if self.session_per_unit:
                 # The unit about to run is the first requested one: no warm-up unit here.
@@ -460,24 +475,33 @@ class WindowRecorder:
         if self.closed:
             return
         self.closed = True
-        try:
-            if self._state == "running":
-                self._close_running_window(reason)
-            if wait and not self.wait(wait_timeout):
-                self.report("error", "stop", f"the trace was still being written when the "
-                                             f"process ended (waited at most {wait_timeout} s); "
-                                             f"it is incomplete")
-            if self.manifest is not None:
-                self._finish_manifest(reason, detail)
-            if self._watcher is not None:
-                self._watcher.set_state("idle", reason=reason)
-        finally:
-            self._flush.uninstall()
-            self._release_process()
+        pending = False
+        # Whatever ends the process (a job-wide signal killing the DataLoader workers, a second
+        # signal, a closed console) must not abort the stop, the export or the manifest.
+        with final_flush() as events:
+            try:
+                if self._state == "running":
+                    self._close_running_window(reason)
+                if wait and not self.wait(wait_timeout):
+                    self.report("error", "stop", f"the trace was still being written when the "
+                                                 f"process ended (waited at most {wait_timeout} "
+                                                 f"s); it is incomplete")
+                pending = not wait and not self.wait(0)
+                if self.manifest is not None:
+                    self._finish_manifest(reason, detail, events)
+                if self._watcher is not None:
+                    self._watcher.set_state("idle", reason=reason)
+            finally:
+                self._flush.uninstall(pending=pending)
+                self._release_process()
 
     def _close_running_window(self, reason):
         recorded = self._window["iterations_recorded"]
         self._queue = iter(())
+        if not (reason == "finished" and self.schedule.end is None):
+            # Cut short: the window keeps what it recorded, and says so (check's `cut`). An
+            # open-ended window that ends with its loop is whole.
+            self._window["cut"] = {"reason": reason, "in_progress": self._in_progress()}
         if self._session_thread != threading.get_ident():
             # Stopping it here could crash the process; what it recorded is lost, and said so.
             self._state = "done"
@@ -497,12 +521,43 @@ class WindowRecorder:
                                            f"{self.unit.name} {self._window['start']} completed; "
                                            f"nothing was profiled")
 
+    def retract(self, n: int) -> None:
+        """Unit ``n`` was begun but did not run (the loop that began it ended instead): its
+        profiler step is left out of the trace (torch), or the manifest names it (``never_ran``)
+        for check to discount (NPU, parsed later by torch_npu)."""
+        if self._state != "running" or self._step_due or \
+                self._session_thread != threading.get_ident():
+            return
+        try:
+            if self._backend.step_num != n:
+                return
+        except Exception:  # noqa: BLE001 - a profiler that never started has no step
+            return
+        self._window["never_ran"] = n
+        self._backend.never_ran = n
+
+    def _in_progress(self):
+        """The unit that had begun but not ended when the window was cut, if any."""
+        if self._step_due or self._backend is None:
+            return None
+        try:
+            n = self._backend.step_num
+        except Exception:  # noqa: BLE001 - a profiler that never started has no step
+            return None
+        if n == self._window.get("never_ran") or n < self.schedule.start \
+                or n in self._window["iterations_recorded"]:
+            return None
+        return n
+
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Wait for the last window's background export/parse; True when nothing is pending."""
         return self._backend is None or self._backend.wait(timeout)
 
-    def _finish_manifest(self, reason, detail):
+    def _finish_manifest(self, reason, detail, events=None):
         self.manifest.data["exit"] = {"reason": reason, "detail": detail}
+        happened = events.as_dict() if events is not None else {}
+        if happened:
+            self.manifest.data["exit_events"] = happened
         if not self._windows_opened and not self.polling:
             self.manifest.data["status"] = "incomplete"
             start = self.schedule.start if self.schedule else self.config.profile_step_start
