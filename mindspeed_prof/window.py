@@ -238,8 +238,7 @@ def _plan_steps(config, first_iteration, train_iters, exit_interval):
     plans, floor = [], first_iteration
     for first, final in ahead:
         if last is not None and final > last:
-            fix = (f"end it by iteration {last} ({first}-{last})" if first <= last
-                   else f"drop it")
+            fix = f"use {first}-{last} instead, drop it" if first <= last else "drop it"
             raise ConfigError(f"{flag} window {first}-{final} needs iterations up to {final}, "
                               f"but {limit} stops training after iteration {last}; {fix}, or "
                               f"raise {limit}.")

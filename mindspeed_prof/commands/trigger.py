@@ -28,8 +28,8 @@ def add_arguments(parser):
 
 def run(args):
     if os.path.isdir(args.file):
-        raise ConfigError(f"{args.file} is a directory; FILE is the job's "
-                          f"--profile-trigger-file, a file path such as "
+        raise ConfigError(f"{args.file} is a directory; give the file the job was started "
+                          f"with (--profile-trigger-file), e.g. "
                           f"{os.path.join(args.file, 'trigger.json')}.")
     if args.status:
         return _show(args.file)

@@ -369,6 +369,12 @@ COMMAND_CASES = [
     (["show-config", "--world-size", "0"], ["--world-size"]),
     (["show-config", "--train-iters", "2", "--profile-step-start", "5"], ["--profile-step-start"]),
     (["show-config", "--profile-ranks"], ["--profile-ranks"]),
+    (["show-config", "--profile-ranks", ""], ["--profile-ranks"]),
+    (["show-config", "--profile-save-path", "{script}/prof"], ["--profile-save-path"]),
+    (["show-config", "--world-size", "2", "--profile-ranks", "2"], ["--profile-ranks"]),
+    (["show-config", "--train-iters", "9", "--profile-steps", "3-4,8-12"], ["--profile-steps"]),
+    (["show-config", "--first-iteration", "20", "--profile-steps", "3-4"], ["--profile-steps"]),
+    (["trigger", "{folder}", "--steps", "1"], ["{folder}"]),
 ]
 
 

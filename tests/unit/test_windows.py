@@ -197,7 +197,7 @@ def test_profile_steps_window_past_the_end_names_profile_steps_and_its_fix():
         plan_windows(cfg, train_iters=20)
     message = str(info.value)
     assert ("--profile-steps window 18-22 needs iterations up to 22, but --train-iters stops "
-            "training after iteration 20; end it by iteration 20 (18-20)") in message
+            "training after iteration 20; use 18-20 instead, drop it, or raise --train-iters") in message
     assert "--profile-step-end" not in message
 
 
