@@ -1,7 +1,10 @@
 """The launch-script editor behind ``mindspeed-prof adapt-script``.
 
-``scan`` finds the simple commands of a shell script (with offsets), ``launches`` tells which of
-them start Python and which train, and ``adapter`` edits the text. Pure text in, text out.
+``words`` reads one shell word (quotes, expansions, substitutions), ``scan`` finds the simple
+commands of a script with their offsets, ``program`` walks past the wrappers in front of a
+command's program (``srun``, ``timeout`` ...), ``embedded`` finds the command strings a script runs
+(``sh -c "$CMD"``, ``eval``), ``launches`` tells which commands start Python and which train or
+serve, and ``adapter`` edits the text. Pure text in, text out.
 """
 
 from .adapter import Adaptation, adapt_script

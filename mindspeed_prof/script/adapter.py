@@ -19,7 +19,8 @@ from .embedded import SPLIT, bodies
 from .launches import (BLOCKED, INFERENCE, LAUNCHER_MODULE, LAUNCHER_ONLY, TRAINING, Launch,
                        command_lines, find_launches, scan_commands)
 from .program import skip_prefixes
-from .scan import ASSIGNMENT_HEAD, DECLARERS, assignments, expansion_name, line_of, tokenize
+from .scan import DECLARERS, assignments, tokenize
+from .words import ASSIGNMENT_HEAD, expansion_name, line_of
 
 __all__ = ["ARRAY_REF", "Adaptation", "Launch", "STRING_REF", "VARIABLE", "adapt_script",
            "find_launches", "profile_args_value"]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import List, Tuple
 
 from .program import SHELLS, candidates
-from .scan import ASSIGNMENT_HEAD, dequote, expansion_name, line_of, quoted_span
+from .words import ASSIGNMENT_HEAD, dequote, expansion_name, line_of, quoted_span
 
 EVAL, NEW_SHELL, SPLIT = "eval", "a new shell", "split"  # how a string is run
 _SHELL_VALUED = ("-o", "+o", "-O", "+O")

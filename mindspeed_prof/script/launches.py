@@ -16,7 +16,8 @@ from typing import Optional
 from ..errors import ConfigError
 from .embedded import EVAL, Body, bodies
 from .program import DISTRIBUTING, basename, candidates, runners_before
-from .scan import ScanError, assignments, dequote, expansion_name, line_of, scan
+from .scan import assignments, scan
+from .words import ScanError, dequote, expansion_name, line_of
 
 LAUNCHER_MODULE = "mindspeed_prof.launch"
 TRAINING, INFERENCE, LAUNCHER_ONLY = "training", "inference", "launcher only"

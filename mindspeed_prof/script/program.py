@@ -9,7 +9,7 @@ wrapper. ``candidates`` walks past all of them, so ``launches`` and ``embedded``
 import re
 from typing import Iterator, Optional, Tuple
 
-from .scan import dequote, expansion_name
+from .words import dequote, expansion_name
 
 # Programs that run the command given after their own options. srun/mpirun start one copy of the
 # command per task, so what they run is launched the same way as under torchrun.

@@ -13,11 +13,10 @@ keep it. This is a scanner for editing, not an interpreter: nothing is expanded.
 import re
 from dataclasses import dataclass, field
 
+from .words import ASSIGNMENT_HEAD, dequote, read_word, skip_group, substitutions
 _BLANK = " \t"
-_METACHARS = " \t\n;&|()<>"
 _REDIR = re.compile(r"\d*(?:&>>|&>|>>|>&|>\||<<<|<<-|<<|<&|<>|>|<)")
 _CONTROL = ("&&", "||", ";;&", ";;", ";&", "|&", "&", ";", "|", "(", ")")
-ASSIGNMENT_HEAD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
 # At command position these only open or close a compound command; what follows is a command.
 _OPENERS = {"if", "then", "else", "elif", "while", "until", "do", "{"}
 _CLOSERS = {"fi", "done", "}", "esac"}
@@ -38,134 +37,6 @@ class Command:
     redirects: list = field(default_factory=list)  # (operator Token, target Token or None)
     list_start: int = 0  # offset where its and-or list (``a && b | c``) begins
 
-class ScanError(ValueError):
-    """The text is not a shell script this scanner can follow (unterminated quote, ...)."""
-
-
-def line_of(text, offset):
-    return text.count("\n", 0, offset) + 1
-
-
-# ---- words -------------------------------------------------------------------------------------
-
-def _skip_single(text, i):
-    end = text.find("'", i + 1)
-    if end < 0:
-        raise ScanError(f"unterminated ' quote at line {line_of(text, i)}")
-    return end + 1
-
-
-def _skip_double(text, i):
-    i += 1
-    while i < len(text):
-        char = text[i]
-        if char == "\\":
-            i += 2
-        elif char == '"':
-            return i + 1
-        elif char == "$":
-            i = _skip_dollar(text, i)
-        elif char == "`":
-            i = _skip_backtick(text, i)
-        else:
-            i += 1
-    raise ScanError(f'unterminated " quote at line {line_of(text, i)}')
-
-
-def _skip_backtick(text, i):
-    i += 1
-    while i < len(text):
-        if text[i] == "\\":
-            i += 2
-        elif text[i] == "`":
-            return i + 1
-        else:
-            i += 1
-    raise ScanError(f"unterminated ` at line {line_of(text, i)}")
-
-
-def _skip_group(text, i, close):
-    """From just inside an opening bracket to just past its ``close``, minding quotes/comments."""
-    opening = {")": "(", "}": "{"}[close]
-    depth = 1
-    while i < len(text):
-        char = text[i]
-        if char == "\\":
-            i += 2
-            continue
-        if char == "'" and close == ")":
-            i = _skip_single(text, i)
-            continue
-        if char == '"':
-            i = _skip_double(text, i)
-            continue
-        if char == "`":
-            i = _skip_backtick(text, i)
-            continue
-        if char == "$":
-            i = _skip_dollar(text, i)
-            continue
-        if char == "#" and close == ")" and (i == 0 or text[i - 1] in " \t\n("):
-            newline = text.find("\n", i)
-            i = len(text) if newline < 0 else newline
-            continue
-        if char == opening:
-            depth += 1
-        elif char == close:
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    raise ScanError(f"unterminated {opening} at line {line_of(text, i)}")
-
-
-def _skip_dollar(text, i):
-    """Past ``$NAME``, ``${...}``, ``$(...)``, ``$((...))``, ``$'...'`` or a lone ``$``."""
-    nxt = text[i + 1:i + 2]
-    if nxt == "(":
-        return _skip_group(text, i + 2, ")")
-    if nxt == "{":
-        return _skip_group(text, i + 2, "}")
-    if nxt == "'":
-        j = i + 2
-        while j < len(text) and text[j] != "'":
-            j += 2 if text[j] == "\\" else 1
-        if j >= len(text):
-            raise ScanError(f"unterminated $' quote at line {line_of(text, i)}")
-        return j + 1
-    if nxt == '"':
-        return _skip_double(text, i + 1)
-    match = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-]").match(text, i + 1)
-    return match.end() if match else i + 1
-
-
-def _read_word(text, i):
-    start = i
-    while i < len(text):
-        char = text[i]
-        if text.startswith("\r\n", i) or text.startswith("\\\r\n", i):
-            break  # a CRLF line end, or a continuation before one
-        if char == "\\":
-            i += 2
-        elif char == "'":
-            i = _skip_single(text, i)
-        elif char == '"':
-            i = _skip_double(text, i)
-        elif char == "`":
-            i = _skip_backtick(text, i)
-        elif char == "$":
-            i = _skip_dollar(text, i)
-        elif char == "(" and ASSIGNMENT_HEAD.fullmatch(text, start, i):
-            i = _skip_group(text, i + 1, ")")  # NAME=( ... ) array, comments allowed inside
-        elif char in "<>" and text[i + 1:i + 2] == "(" and i == start:
-            i = _skip_group(text, i + 2, ")")  # process substitution
-        elif char in _METACHARS:
-            break
-        else:
-            i += 1
-    return min(i, len(text))
-
-
 # ---- tokens ------------------------------------------------------------------------------------
 
 def tokenize(text, start=0):
@@ -178,7 +49,7 @@ def tokenize(text, start=0):
         elif text.startswith("\\\n", i) or text.startswith("\\\r\n", i):
             i += 2 if text[i + 1] == "\n" else 3
         elif text.startswith("((", i):  # arithmetic command: its `<<` is a shift, not a heredoc
-            end = _skip_group(text, i + 1, ")")
+            end = skip_group(text, i + 1, ")")
             tokens.append(Token("word", text[i:end], i, end))
             i = end
         elif char == "#":
@@ -200,7 +71,7 @@ def tokenize(text, start=0):
             tokens.append(Token("op", op, i, i + len(op)))
             i += len(op)
         else:
-            end = _read_word(text, i)
+            end = read_word(text, i)
             tokens.append(Token("word", text[i:end], i, end))
             i = end
     return tokens
@@ -209,7 +80,7 @@ def tokenize(text, start=0):
 def _heredoc_delimiter(text, i):
     while i < len(text) and text[i] in _BLANK:
         i += 1
-    return dequote(text[i:_read_word(text, i)])
+    return dequote(text[i:read_word(text, i)])
 
 
 def _skip_heredoc(text, i, delimiter, strip_tabs):
@@ -221,58 +92,6 @@ def _skip_heredoc(text, i, delimiter, strip_tabs):
         if (line.lstrip("\t") if strip_tabs else line) == delimiter:
             return min(i, len(text))
     return len(text)
-
-
-def dequote(word):
-    """The literal value of a word, each expansion replaced by ``\\0`` (an unknown part)."""
-    out, i = [], 0
-    while i < len(word):
-        char = word[i]
-        if char == "\\":
-            out.append(word[i + 1:i + 2])
-            i += 2
-        elif char == "'":
-            end = _skip_single(word, i)
-            out.append(word[i + 1:end - 1])
-            i = end
-        elif char == '"':
-            end = _skip_double(word, i)
-            out.append(_dequote_double(word[i + 1:end - 1]))
-            i = end
-        elif char == "$" and word[i + 1:i + 2] == "'":
-            end = _skip_dollar(word, i)
-            out.append(word[i + 2:end - 1])
-            i = end
-        elif char in "$`":
-            i = _expansion(word, i, out)
-        else:
-            out.append(char)
-            i += 1
-    return "".join(out)
-
-
-def _expansion(text, i, out):
-    """Append the placeholder for the ``$``/backtick expansion at ``i``; return where it ends."""
-    end = _skip_dollar(text, i) if text[i] == "$" else _skip_backtick(text, i)
-    out.append("\0" if end > i + 1 else "$")  # a lone "$" is a literal dollar
-    return end
-
-
-def _dequote_double(inner):
-    out, i = [], 0
-    while i < len(inner):
-        char = inner[i]
-        if char == "\\" and inner[i + 1:i + 2] == "\n":
-            i += 2  # a continuation inside double quotes vanishes, as in bash
-        elif char == "\\" and inner[i + 1:i + 2] in ('"', "\\", "$", "`"):
-            out.append(inner[i + 1])
-            i += 2
-        elif char in "$`":
-            i = _expansion(inner, i, out)
-        else:
-            out.append(char)
-            i += 1
-    return "".join(out)
 
 
 # ---- commands ----------------------------------------------------------------------------------
@@ -289,36 +108,6 @@ def scan(text, start=0, end=None):
             for body in substitutions(text, word.start, word.end):
                 commands.extend(scan(text, *body))
     return commands
-
-
-def substitutions(text, start, end):
-    """The bodies ``(start, end)`` of the ``$(...)`` and backtick substitutions in one word."""
-    found, i, double = [], start, False
-    while i < end:
-        char = text[i]
-        if char == "\\":
-            i += 2
-        elif char == "'" and not double:
-            i = _skip_single(text, i)
-        elif char == '"':
-            double, i = not double, i + 1
-        elif char == "`" or (text.startswith("$(", i) and not text.startswith("$((", i)):
-            stop = _skip_backtick(text, i) if char == "`" else _skip_dollar(text, i)
-            found.append((i + (1 if char == "`" else 2), stop - 1))
-            i = stop
-        elif char == "$":
-            i = _skip_dollar(text, i)
-        else:
-            i += 1
-    return found
-
-
-def quoted_span(text, start, end):
-    """``(inner start, inner end, quote)`` when ``text[start:end]`` is one quoted string."""
-    if end - start < 2 or text[start] not in "'\"":
-        return None
-    skip = _skip_single if text[start] == "'" else _skip_double
-    return (start + 1, end - 1, text[start]) if skip(text, start) == end else None
 
 
 def _scan(text, start):
@@ -381,17 +170,7 @@ def _scan(text, start):
 
 # ---- variables ---------------------------------------------------------------------------------
 
-_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
-_EXPANSION = re.compile(rf'"?\$(?:\{{({_NAME})(?:\[[@*]\])?\}}|({_NAME}))"?')
 DECLARERS = {"export", "declare", "typeset", "local", "readonly"}
-
-
-def expansion_name(word):
-    """NAME when ``word`` is only ``$NAME``, ``${NAME}`` or ``${NAME[@]}`` (quoted or not)."""
-    match = _EXPANSION.fullmatch(word)
-    if not match or word.startswith('"') != word.endswith('"'):
-        return None
-    return match.group(1) or match.group(2)
 
 
 def assignments(commands):

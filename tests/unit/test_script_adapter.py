@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from mindspeed_prof.errors import ConfigError
 from mindspeed_prof.script.adapter import ARRAY_REF, STRING_REF, adapt_script, find_launches
-from mindspeed_prof.script.scan import dequote, scan
+from mindspeed_prof.script.scan import scan
+from mindspeed_prof.script.words import dequote
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "launch_scripts"
 FLAGS = ["--profile", "--profile-step-start", "3", "--profile-step-end", "5",
