@@ -256,10 +256,6 @@ def _first_every_index(config, first_iteration):
 def _plan_every(config, first_iteration, train_iters, exit_interval):
     start, end, every = config.profile_step_start, config.profile_step_end, config.profile_every
     skipped = _first_every_index(config, first_iteration)
-    if not skipped:
-        # The first window is the one --profile-step-start/-end name: their checks apply.
-        plan_window(start=start, end=end, first_iteration=first_iteration,
-                    train_iters=train_iters, exit_interval=exit_interval)
     last = last_iteration(first_iteration, train_iters, exit_interval)
     limit = _limit_flag(last, train_iters)
     _check_something_runs(first_iteration, last, limit)
@@ -274,9 +270,15 @@ def _plan_every(config, first_iteration, train_iters, exit_interval):
         floor = stop
     if not plans:
         first, stop = start + skipped * every, end + skipped * every
-        raise ConfigError(f"--profile-every {every}: no window is left to record: this run "
-                          f"resumes at iteration {first_iteration} and {limit} stops it after "
-                          f"iteration {last}, but the next window is iterations {first}-"
-                          f"{stop - 1}; raise {limit}, or choose --profile-step-start/-end and "
-                          f"--profile-every so that a window falls within {first_iteration}-{last}.")
+        if skipped:
+            where = (f"this run resumes at iteration {first_iteration} and {limit} stops it "
+                     f"after iteration {last}, but the next window is iterations "
+                     f"{first}-{stop - 1}")
+        else:
+            where = (f"the first window, iterations {first}-{stop - 1} (--profile-step-start "
+                     f"{start}, --profile-step-end {end}), needs iterations up to {stop - 1} but "
+                     f"{limit} stops training after iteration {last}")
+        raise ConfigError(f"--profile-every {every}: no window fits: {where}; raise {limit}, or "
+                          f"choose --profile-step-start/-end so that a window falls within "
+                          f"{first_iteration}-{last}.")
     return plans

@@ -225,7 +225,8 @@ def test_resumed_repeated_windows_with_none_left_name_profile_every():
     with pytest.raises(ConfigError) as info:
         plan_windows(cfg, first_iteration=101, train_iters=103)
     message = str(info.value)
-    assert message.startswith("--profile-every 10: no window is left to record")
+    assert message.startswith("--profile-every 10: no window fits: this run resumes at "
+                              "iteration 101")
     assert "the next window is iterations 103-104; raise --train-iters" in message
     assert "--profile-step-end 5" not in message
 
@@ -248,3 +249,15 @@ def test_an_atomic_write_that_fails_removes_its_temporary_file(tmp_path):
     with pytest.raises(OSError):
         trigger.write_json_atomic(str(target), {"id": 1})
     assert sorted(os.listdir(tmp_path)) == ["taken"]
+
+
+def test_repeated_windows_whose_first_does_not_fit_name_profile_every_and_no_open_end():
+    cfg = ProfilerConfig(profile=True, profile_step_start=3, profile_step_end=5, profile_every=10)
+    with pytest.raises(ConfigError) as info:
+        plan_windows(cfg, train_iters=3)
+    message = str(info.value)
+    assert message.startswith("--profile-every 10: no window fits: the first window, iterations "
+                              "3-4 (--profile-step-start 3, --profile-step-end 5), needs "
+                              "iterations up to 4 but --train-iters stops training after "
+                              "iteration 3")
+    assert "-1" not in message  # an open end cannot repeat: not a fix for --profile-every
