@@ -1,0 +1,102 @@
+"""Inference end to end on the CPU: Megatron's real text-generation server (megatron-core's
+MegatronServer, run_mcore_engine, StaticInferenceEngine) on 2 ranks with TP=2 over HTTP, and the
+engine called in a loop, each under torchrun with our launcher (tests/harness/inference)."""
+
+import json
+import os
+
+import pytest
+
+from harness.inference import launch as server_launch
+from harness.launch import run_training
+from helpers.e2e import LAUNCHER, check, env_for, tracebacks_from_training, verdicts
+from helpers.traces import manifest, step_ids, torch_traces
+
+pytestmark = pytest.mark.e2e
+
+GENERATE_LOOP = server_launch.SERVER_SCRIPT.parent / "generate_loop.py"
+
+
+def window_flags(save, start, end, *extra):
+    return ["--profile", "--profile-ranks", "-1", "--profile-step-start", str(start),
+            "--profile-step-end", str(end), "--profile-save-path", str(save),
+            "--profile-backend", "torch", *extra]
+
+
+def cpu_op_threads(trace):
+    with open(trace) as handle:
+        events = json.load(handle)["traceEvents"]
+    return {e["tid"] for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"
+            and e.get("name") == "aten::mm"}
+
+
+def ranges(trace):
+    with open(trace) as handle:
+        events = json.load(handle)["traceEvents"]
+    return sorted(e["name"] for e in events if e.get("name") in ("prefill", "decode"))
+
+
+def test_server_profiles_requests_2_and_3_on_every_rank_on_the_threads_that_ran_them(tmp_path):
+    save = tmp_path / "prof"
+    server = server_launch.start(window_flags(save, 2, 4), env=env_for(tmp_path), cwd=tmp_path)
+    try:
+        answers = [server.put(["1 2 3"], tokens_to_generate=4) for _ in range(4)]
+    finally:
+        run = server.stop()  # Ctrl-C on rank 0: the server returns, every rank leaves its loop
+    assert run.returncode == 0, run.describe()
+    assert all(len(a["tokens"][0]) == 3 + 4 for a in answers)
+    assert not [line for line in run.stderr.splitlines() if "Traceback" in line], run.describe()
+    for rank in (0, 1):
+        traces = [t for t in torch_traces(save) if os.path.basename(t).startswith(f"rank{rank}.")]
+        assert [os.path.basename(os.path.dirname(t)) for t in traces] == ["req_2-2", "req_3-3"]
+        assert [step_ids(t) for t in traces] == [[2], [3]]
+        assert all(ranges(t) == ["decode", "decode", "decode", "prefill"] for t in traces)
+        data = manifest(save, rank)
+        assert (data["unit"], data["status"], data["exit"]["reason"]) == \
+            ("request", "complete", "finished")
+        threads = run.reports[rank]["request_threads"]
+        # rank 0 serves each request on a new Flask thread, rank 1 on its main thread
+        assert [cpu_op_threads(t) for t in traces] == [{threads[1]}, {threads[2]}]
+    main_thread = run.reports[0]["main_thread"]
+    assert main_thread not in run.reports[0]["request_threads"]
+    code, report = check(save)
+    assert code == 0 and verdicts(report) == {0: "valid", 1: "valid"}
+
+
+def generate(tmp_path, args, *, nproc, requests, **env):
+    return run_training([*server_launch.model_args(tp=nproc), *args], tmp_path=tmp_path,
+                        nproc=nproc, env=env_for(tmp_path, HARNESS_REQUESTS=requests, **env),
+                        launcher_prefix=LAUNCHER, script=GENERATE_LOOP, with_default_args=False,
+                        timeout=180)
+
+
+def test_engine_loop_trigger_armed_mid_run_profiles_the_next_requests_on_both_ranks(tmp_path):
+    save, trigger_file = tmp_path / "prof", tmp_path / "trigger.json"
+    run = generate(tmp_path, ["--profile", "--profile-ranks", "-1", "--profile-trigger-file",
+                              str(trigger_file), "--profile-trigger-poll", "1",
+                              "--profile-save-path", str(save), "--profile-backend", "torch"],
+                   nproc=2, requests=6,
+                   HARNESS_BEFORE_REQUEST=f"3:mindspeed-prof trigger {trigger_file} --steps 2")
+    assert run.returncode == 0, run.describe()
+    assert "trigger " in run.stdout and "profiling rank(s) 0,1 at requests 3-4" in run.stdout
+    for rank in (0, 1):
+        traces = [t for t in torch_traces(save) if os.path.basename(t).startswith(f"rank{rank}.")]
+        assert [os.path.basename(os.path.dirname(t)) for t in traces] == ["req_3-3", "req_4-4"]
+        assert [step_ids(t) for t in traces] == [[3], [4]]
+    code, report = check(save)
+    assert code == 0, report
+
+
+def test_engine_loop_that_stops_inside_the_window_says_so_and_keeps_what_it_recorded(tmp_path):
+    save = tmp_path / "prof"
+    run = generate(tmp_path, window_flags(save, 2, 6), nproc=1, requests=4)
+    assert run.returncode == 0, run.describe()
+    assert not tracebacks_from_training(run)
+    said = ("the server stopped (finished) after request 4, before the window of requests 2-5 "
+            "completed: requests 2-4 were recorded")
+    assert said in run.stderr
+    data = manifest(save, 0)
+    assert data["window_cut"] == {"start": 2, "end": 6, "last_served": 4}
+    assert [step_ids(t) for t in torch_traces(save)] == [[2], [3], [4]]
+    code, report = check(save)
+    assert code == 0 and verdicts(report) == {0: "valid"}
