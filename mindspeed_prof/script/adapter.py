@@ -12,6 +12,7 @@ adapting an adapted script with the same flags changes nothing.
 import re
 import shlex
 from dataclasses import dataclass
+from typing import Iterable, Sequence, Tuple
 from functools import partial
 
 from ..errors import ConfigError
@@ -39,11 +40,11 @@ _POSIX_SHELLS = re.compile(r"#!\s*\S*/(?:env\s+)?(?:sh|dash|ash|ksh|mksh|posh)(?
 class Adaptation:
     text: str  # the adapted script; equal to the input when nothing changed
     changed: bool
-    launches: tuple  # the Launch records of the adapted training commands
-    notes: tuple  # one line each: what was updated, what looks doubtful
+    launches: Tuple[Launch, ...]  # the Launch records of the adapted commands
+    notes: Tuple[str, ...]  # one line each: what was updated, what looks doubtful
 
 
-def adapt_script(text, profile_args, lines=()):
+def adapt_script(text: str, profile_args: Sequence[str], lines: Iterable[int] = ()) -> Adaptation:
     """Adapt every training command of ``text`` (or only those on ``lines``): an ``Adaptation``.
 
     ``profile_args`` are validated flag tokens, ``--profile`` included. ``lines`` (1-based) pick
@@ -185,7 +186,7 @@ def _mention(text, commands, offset):
 
 # ---- editing -----------------------------------------------------------------------------------
 
-def profile_args_value(profile_args, posix=False):
+def profile_args_value(profile_args: Sequence[str], posix: bool = False) -> str:
     """The right-hand side of ``PROFILE_ARGS=``: a bash array, or a string for POSIX sh."""
     if not posix:
         return "(" + " ".join(shlex.quote(token) for token in profile_args) + ")"

@@ -11,7 +11,7 @@ script nothing can be done with gets an error that says why.
 import re
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Optional
+from typing import List, Optional
 
 from ..errors import ConfigError
 from .embedded import EVAL, Body, bodies
@@ -87,7 +87,7 @@ class Launch:
         return f"line {self.line}: {what} ({self.reason}{where})"
 
 
-def find_launches(text, commands=None):
+def find_launches(text: str, commands: Optional[list] = None) -> List[Launch]:
     """Every command of ``text`` that starts Python or a launcher, as ``Launch`` records, in
     source order; those written in a string the script runs (``sh -c "$CMD"``) included."""
     commands = scan_commands(text) if commands is None else commands

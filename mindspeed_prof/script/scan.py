@@ -12,6 +12,7 @@ keep it. This is a scanner for editing, not an interpreter: nothing is expanded.
 
 import re
 from dataclasses import dataclass, field
+from typing import List, Optional
 
 from .words import ASSIGNMENT_HEAD, dequote, read_word, skip_group, substitutions
 _BLANK = " \t"
@@ -96,7 +97,7 @@ def _skip_heredoc(text, i, delimiter, strip_tabs):
 
 # ---- commands ----------------------------------------------------------------------------------
 
-def scan(text, start=0, end=None):
+def scan(text: str, start: int = 0, end: Optional[int] = None) -> List[Command]:
     """Every simple command of ``text[start:end]`` in source order (a list of ``Command``).
 
     Offsets stay those of ``text``: the text is cut at ``end``, never shifted.
