@@ -1,0 +1,73 @@
+"""check and summary on the RL role layout: verdicts per (role, rank), the cross-role table."""
+
+import os
+import time
+
+import torch
+
+import mindspeed_prof
+from helpers.cli import run_cli, run_cli_json
+from helpers.traces import torch_traces
+
+
+def profile_role(save, role, rank, stages=("generate",), slow_s=0.0, **block):
+    """One role process's run (rank ``rank`` of 2), done in this process."""
+    config = {"profile": True, "profile_save_path": str(save), "profile_backend": "torch",
+              "roles": {role: {"profile_steps": "2", "profile_ranks": "0-1", **block}}}
+    with mindspeed_prof.role_profiler(role, config, rank=rank, world_size=2,
+                                      total_steps=2) as prof:
+        for g in (1, 2):
+            with prof.step(g):
+                for stage in stages:
+                    with prof.stage(stage):
+                        torch.randn(16, 16).sum()
+                        time.sleep(slow_s)
+
+
+def test_check_names_the_role_and_rank_whose_output_is_missing(tmp_path, capsys):
+    save = tmp_path / "prof"
+    for rank in (0, 1):
+        profile_role(save, "rollout", rank)
+    profile_role(save, "actor", 0, stages=("update",), profile_stages=["update"])
+    for trace in torch_traces(str(save / "rollout")):
+        if os.path.basename(trace).startswith("rank1."):
+            os.remove(trace)
+    capsys.readouterr()
+    code, report = run_cli_json(capsys, "check", save)
+    assert code == 1
+    assert report["expected_ranks"] == {"actor": [0, 1], "rollout": [0, 1]}
+    verdicts = {(r["role"], r["rank"]): r["verdict"] for r in report["ranks"]}
+    assert verdicts[("rollout", 0)] == "valid" and verdicts[("actor", 0)] == "valid"
+    assert verdicts[("rollout", 1)] == "missing"  # its trace was deleted
+    assert verdicts[("actor", 1)] == "missing"  # selected, never ran
+    code, out, _ = run_cli(capsys, "check", save)
+    assert code == 1 and "rollout  1     missing" in out and "actor    1     missing" in out
+
+
+def test_summary_shows_each_roles_slowest_rank_and_its_stage_times(tmp_path, capsys):
+    save = tmp_path / "prof"
+    profile_role(save, "rollout", 0, stages=("sync_weights", "generate"))
+    profile_role(save, "rollout", 1, stages=("sync_weights", "generate"), slow_s=0.05)
+    capsys.readouterr()
+    code, report = run_cli_json(capsys, "summary", save)
+    assert code == 0
+    [step] = report["rl_steps"]
+    [row] = step["roles"]
+    assert step["step"] == 2 and row["role"] == "rollout" and row["ranks"] == [0, 1]
+    assert row["slowest_rank"] == 1 and row["measured"] == "step"
+    assert row["stages_us"]["generate"] >= 50_000 and row["step_us"] >= 100_000
+    code, csv_text, _ = run_cli(capsys, "summary", save, "--csv")
+    assert "2,rollout,1,generate," in csv_text
+
+
+def test_captures_outside_every_role_folder_are_named(tmp_path, capsys):
+    save = tmp_path / "prof"
+    profile_role(save, "ref", 0)
+    profile_role(save, "ref", 1)
+    stray = save / "rank0.123.pt.trace.json"
+    stray.write_text('{"traceEvents": []}')
+    capsys.readouterr()
+    code, report = run_cli_json(capsys, "check", save)
+    assert code == 0
+    assert any("rank0.123.pt.trace.json lies outside every role folder" in w
+               for w in report["warnings"])
