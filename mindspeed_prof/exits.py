@@ -254,8 +254,10 @@ def _note_children(events: ExitEvents) -> None:
             continue
         if info.si_code in (os.CLD_KILLED, os.CLD_DUMPED):
             how = f"killed by {signal_name(info.si_status)}"
-        else:
+        elif info.si_status:
             how = f"exited with code {info.si_status}"
+        else:
+            continue  # a child that finished its work (the trace's export process) is no news
         events.children_ended.append({"pid": pid, "how": how})
 
 

@@ -64,5 +64,9 @@ class profile:
 
     def __exit__(self, exc_type, exc, tb):
         reason, detail = exit_reason(exc_type, exc)
+        if exc_type is None:
+            # The loop ended after its last step(): the iteration that step() began never ran,
+            # so no ProfilerStep may stand for it.
+            self.manager.retract(self.iteration)
         self.manager.close(reason, detail)
         return False

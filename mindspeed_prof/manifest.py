@@ -13,8 +13,14 @@ Schema (version 1)::
     windows               [{start, end, dir, status, iterations_recorded, files}]
     parallel              {tensor_model_parallel_size, ..., rank, world_size} or null
     versions              {python, torch, torch_npu, cann, megatron_core, mindspeed}
-    status                armed | running | parsing | unparsed | complete | failed | incomplete
+    status                armed | running | parsing | unparsed | complete | cut | failed |
+                          incomplete (cut: every file written, but a window was cut short)
+    windows[].cut         {reason, in_progress} when the run ended inside the window: it kept
+                          iterations_recorded; in_progress is the unit that had begun (its
+                          ProfilerStep is partial), null when none had
     exit                  {reason, detail} - how the training run ended
+    exit_events           {signals, children_ended, console_writes_lost}: what reached the
+                          process while it flushed (held signals, DataLoader workers that died)
     errors, warnings      [{time, phase, message}]
     files                 every output path, relative to the save path
 """
@@ -29,7 +35,8 @@ from . import log
 from .version import __version__
 
 SCHEMA = 1
-STATUSES = ("armed", "running", "parsing", "unparsed", "complete", "failed", "incomplete")
+STATUSES = ("armed", "running", "parsing", "unparsed", "complete", "cut", "failed",
+            "incomplete")
 
 
 class Manifest:
@@ -137,7 +144,7 @@ def _now():
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime())
 
 
-_SEVERITY = ("failed", "incomplete", "parsing", "running", "unparsed", "complete")
+_SEVERITY = ("failed", "incomplete", "parsing", "running", "unparsed", "cut", "complete")
 
 
 def overall_status(windows):

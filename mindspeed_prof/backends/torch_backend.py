@@ -18,6 +18,7 @@ import warnings
 import torch
 
 from .. import layout
+from . import trace_steps
 from .base import Backend, not_applicable
 
 # Knobs that only mean something to torch_npu.
@@ -89,6 +90,7 @@ class TorchBackend(Backend):
         self._threads = []
         self._fork_export = False
         self.export_cpu_s = None  # CPU seconds of the forked export, once it has ended
+        self.never_ran = None  # a ProfilerStep opened for a unit that did not run: left out
 
     @property
     def step_num(self):
@@ -207,6 +209,11 @@ class TorchBackend(Backend):
 
     def _finish_export(self, path, error):
         try:
+            if error is None and self.never_ran is not None and os.path.isfile(path):
+                try:
+                    trace_steps.remove_step(path, self.never_ran)
+                except OSError as exc:
+                    error = f"leaving out ProfilerStep#{self.never_ran} failed: {exc}"
             if error is None and (not os.path.isfile(path) or not os.path.getsize(path)):
                 # kineto reports a failed write (full disk, lost mount) only as "Failed to write
                 # to log file!" on stderr, and returns normally.

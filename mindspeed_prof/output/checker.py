@@ -11,7 +11,7 @@ from ..errors import ConfigError
 from . import discover as discovery
 from . import filecheck, parallel
 from .report import INCOMPLETE, MISSING, RankReport, Report, worst
-from .runcheck import check_run, files_to_check
+from .runcheck import Kept, check_run, files_to_check
 
 FAILED_STATUSES = ("failed", "incomplete")
 UNFINISHED_STATUSES = ("armed", "running")
@@ -44,7 +44,9 @@ def check_directory(path, expected_ranks=None):
     by_rank = {}
     for run in runs:
         manifest = manifests.get(run.rank)
-        checked = check_run(run, _window(run, manifest), _config(manifest), read_ahead)
+        chosen = _manifest_window(run, manifest)
+        checked = check_run(run, _window(run, chosen), _config(manifest), read_ahead,
+                            _kept(chosen))
         if run.rank is None:
             report.unranked.append(checked)
         else:
@@ -130,11 +132,11 @@ def _rank_from_manifests(run, manifests):
             return
 
 
-def _window(run, manifest):
-    """The (start, end) of the manifest window holding this capture, else its folder's."""
+def _manifest_window(run, manifest):
+    """The manifest's window entry holding this capture, or None."""
     windows = _windows(manifest)
     if not windows:
-        return run.window
+        return None
     rel = _relative(run.path, manifest)
     chosen = [w for w in windows if _lists(w, rel)]
     if not chosen:
@@ -143,17 +145,42 @@ def _window(run, manifest):
                   and os.path.normpath(w["dir"]) == folder]
     if not chosen and len(windows) == 1:
         chosen = windows
-    if len(chosen) != 1:
+    return chosen[0] if len(chosen) == 1 else None
+
+
+def _window(run, chosen):
+    """The (start, end) of the manifest window holding this capture, else its folder's."""
+    if chosen is None:
         return run.window
-    start, end = chosen[0].get("start"), chosen[0].get("end")
+    start, end = chosen.get("start"), chosen.get("end")
     end = -1 if end is None else end  # an open window: until training ended
-    recorded = chosen[0].get("iterations_recorded")
-    if chosen[0].get("stopped_early") and isinstance(recorded, list) and recorded \
-            and all(isinstance(i, int) for i in recorded):
+    recorded = _ints(chosen.get("iterations_recorded"))
+    if chosen.get("stopped_early") and recorded:
         end = max(recorded) + 1  # the manager cut it short on purpose (e.g. --profile-max-gb)
     if isinstance(start, int) and isinstance(end, int):
         return start, end
     return run.window
+
+
+def _kept(chosen):
+    """What the window recorded, when its manifest says (older manifests may not)."""
+    if chosen is None or not isinstance(chosen.get("iterations_recorded"), list):
+        return None
+    cut = chosen.get("cut") if isinstance(chosen.get("cut"), dict) else {}
+    in_progress, never_ran = cut.get("in_progress"), chosen.get("never_ran")
+    how = cut.get("reason")
+    return Kept(recorded=tuple(_ints(chosen["iterations_recorded"])),
+                in_progress=in_progress if _is_int(in_progress) else None,
+                never_ran=never_ran if _is_int(never_ran) else None,
+                cut=str(how) if cut else None)
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _ints(values):
+    return [v for v in values if _is_int(v)] if isinstance(values, list) else []
 
 
 def _config(manifest):

@@ -3,18 +3,23 @@
 Verdicts, from best to worst (a rank gets the worst of its captures):
 
     valid         every file its settings promise is there and readable
+    cut           the run ended inside the window (a signal, an exception, sys.exit, a loop
+                  that stopped early): the files are good for the iterations it kept, and the
+                  trace's steps match them, but the window is not the one asked for
     incomplete    a promised file (or column, or profiled step) is missing
     unparsed      raw data but no ASCEND_PROFILER_OUTPUT: run `mindspeed-prof analyse`
     not_stopped   no profiler_info*.json: the profiler's stop() never ran
     corrupt       a file is empty, cut short or unreadable
     missing       an expected rank left no output at all
+
+One exit rule: ``check`` exits 0 only when every expected rank is valid (a cut rank exits 1).
 """
 
 from dataclasses import dataclass, field
 
-VALID, INCOMPLETE, UNPARSED, NOT_STOPPED, CORRUPT, MISSING = (
-    "valid", "incomplete", "unparsed", "not_stopped", "corrupt", "missing")
-VERDICTS = (VALID, INCOMPLETE, UNPARSED, NOT_STOPPED, CORRUPT, MISSING)
+VALID, CUT, INCOMPLETE, UNPARSED, NOT_STOPPED, CORRUPT, MISSING = (
+    "valid", "cut", "incomplete", "unparsed", "not_stopped", "corrupt", "missing")
+VERDICTS = (VALID, CUT, INCOMPLETE, UNPARSED, NOT_STOPPED, CORRUPT, MISSING)
 _RANK = {v: i for i, v in enumerate(VERDICTS)}
 
 

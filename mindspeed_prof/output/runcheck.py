@@ -1,11 +1,23 @@
 """The verdict on one capture: an ``*_ascend_pt`` folder or a torch chrome trace."""
 
 import os
+from dataclasses import dataclass
+from typing import Optional, Tuple
 
 from ..layout import ASCEND_OUTPUT_DIR
 from . import expect, filecheck, logscan
 from .csvtable import normalise
-from .report import CORRUPT, INCOMPLETE, NOT_STOPPED, UNPARSED, RunReport
+from .report import CORRUPT, CUT, INCOMPLETE, NOT_STOPPED, UNPARSED, RunReport
+
+
+@dataclass(frozen=True)
+class Kept:
+    """What the manifest says a window kept, so the trace is judged against what really ran."""
+
+    recorded: Tuple[int, ...]  # the iterations that ran to their end inside the window
+    in_progress: Optional[int] = None  # begun, not ended, when the window was cut (partial step)
+    never_ran: Optional[int] = None  # a step the profiler opened for an iteration that never ran
+    cut: Optional[str] = None  # how the run ended inside the window, when it did
 
 RAW_DIRS = ("FRAMEWORK",)
 RAW_PREFIX = "PROF_"
@@ -23,9 +35,10 @@ def files_to_check(run):
     return [p for p in (os.path.join(out_dir, n) for n in names) if os.path.isfile(p)]
 
 
-def check_run(run, window=None, config=None, checked=None):
+def check_run(run, window=None, config=None, checked=None, kept=None):
     """``window``: the [start, end) the manifest gave this capture; ``config``: its config;
-    ``checked``: FileChecks already made, by path."""
+    ``checked``: FileChecks already made, by path; ``kept``: what the manifest says the window
+    recorded (``Kept``), else every iteration of ``window`` is expected."""
     report = RunReport(path=run.rel, backend=run.backend, rank=run.rank,
                        rank_source=run.rank_source, timestamp=run.timestamp,
                        window=window or run.window)
@@ -33,12 +46,23 @@ def check_run(run, window=None, config=None, checked=None):
     try:
         read = _reader(checked or {})
         if run.backend == "torch":
-            _torch(run, report, read)
+            _torch(run, report, read, kept)
         else:
-            _npu(run, report, config, read)
+            _npu(run, report, config, read, kept)
     except OSError as exc:  # the folder vanished or cannot be listed
         report.fail(CORRUPT, f"cannot read {run.rel}: {exc.strerror or exc}")
+    if kept is not None and kept.cut:
+        report.fail(CUT, _cut_text(report.window, kept))
     return report
+
+
+def _cut_text(window, kept):
+    what = (f"iterations {_ranges(sorted(kept.recorded))} recorded" if kept.recorded
+            else "no iteration recorded to its end")
+    if kept.in_progress is not None:
+        what += f", iteration {kept.in_progress} cut mid-way (its ProfilerStep is partial)"
+    shown = f" [{window[0]}, {window[1]})" if window and window[1] != -1 else ""
+    return f"window{shown} cut short ({kept.cut}): {what}"
 
 
 def _reader(checked):
@@ -47,7 +71,7 @@ def _reader(checked):
     return read
 
 
-def _torch(run, report, read):
+def _torch(run, report, read, kept):
     checked = read(run.path)
     report.files.append(checked)
     if checked.status != filecheck.OK:
@@ -58,27 +82,38 @@ def _torch(run, report, read):
         report.fail(INCOMPLETE, "no ProfilerStep#N events: the profiler was never stepped "
                                 "inside its schedule, so no iteration can be told apart")
         return
-    _window_steps(report, strict=True)
+    _window_steps(report, kept)
 
 
-def _window_steps(report, strict):
-    """Compare the ProfilerStep ids with the window [start, end); end -1 = until training ended."""
+def _window_steps(report, kept=None):
+    """Compare the ProfilerStep ids with what ran: the iterations the manifest says the window
+    recorded (``kept``), else every iteration of [start, end); end -1 = until training ended.
+    One rule for both backends: a recorded iteration without its step is incomplete."""
     if not report.window or not report.steps:
         return
     start, end = report.window
     steps = set(report.steps)
-    last = end - 1 if end != -1 else max(max(steps), start)
-    missing = [n for n in range(start, last + 1) if n not in steps]
-    outside = sorted(n for n in steps if n < start or (end != -1 and n >= end))
     window = f"[{start}, {end})" if end != -1 else f"[{start}, end of training)"
+    if kept is not None and kept.never_ran in steps:
+        steps.discard(kept.never_ran)
+        report.warnings.append(f"ProfilerStep#{kept.never_ran} was opened for iteration "
+                               f"{kept.never_ran}, which never ran (the loop ended after "
+                               f"{kept.never_ran - 1}); leave it out of step statistics")
+    if kept is not None:
+        expected = sorted(kept.recorded)
+        # Units the host skipped inside the window were stepped past: their ids may be there.
+        tolerated = set(range(start, max(expected, default=start) + 1)) | {kept.in_progress}
+        if not kept.cut and end != -1:
+            tolerated |= set(range(start, end))
+    else:
+        last = end - 1 if end != -1 else max(max(steps), start)
+        expected = list(range(start, last + 1))
+        tolerated = set(expected)
+    missing = [n for n in expected if n not in steps]
+    outside = sorted(n for n in steps if n not in tolerated)
     if missing:
-        text = (f"ProfilerStep#{_ranges(missing)} of window {window} missing "
-                f"(found {_ranges(sorted(steps))})")
-        if strict:
-            report.fail(INCOMPLETE, text)
-        else:
-            # torch_npu may drop kernels of the first recorded step (shared reference §11.10)
-            report.warnings.append(text)
+        report.fail(INCOMPLETE, f"ProfilerStep#{_ranges(missing)} of window {window} missing "
+                                f"(found {_ranges(sorted(steps)) or 'none'})")
     if outside:
         report.warnings.append(f"ProfilerStep#{_ranges(outside)} lie outside window {window}: "
                                f"step ids do not match the training log's iterations")
@@ -102,7 +137,7 @@ def _span(run):
     return str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}"
 
 
-def _npu(run, report, config, read):
+def _npu(run, report, config, read, kept):
     entries = os.listdir(run.path)
     has_raw = any(e in RAW_DIRS or e.startswith(RAW_PREFIX) for e in entries)
     _info(run, report, has_raw)
@@ -145,7 +180,7 @@ def _npu(run, report, config, read):
                 and "kernel_details.csv" in checks:
             report.warnings.append("trace_view.json has no NPU process (Ascend Hardware): the "
                                    "device timeline is missing")
-        _window_steps(report, strict=False)
+        _window_steps(report, kept)
 
 
 def _info(run, report, has_raw):

@@ -204,13 +204,14 @@ def test_manifest_config_fills_what_an_old_profiler_info_lacks(tmp_path, capsys)
 
 
 def test_several_captures_of_a_rank_are_each_checked_and_the_msprof_pick_named(tmp_path, capsys):
-    samples.npu_capture(tmp_path / "iter_5-7", 0, timestamp="20230919172259000")
+    # The real sample's trace holds ProfilerStep#1: its folder is the window of iteration 1.
+    samples.npu_capture(tmp_path / "iter_1-1", 0, timestamp="20230919172259000")
     samples.npu_capture(tmp_path / "iter_20-22", 0, timestamp="20230919180000000",
                         op_statistic=False)
     code, report = check_json(capsys, tmp_path)
     entry = rank_of(report, 0)
     assert code == 1 and [r["verdict"] for r in entry["runs"]] == ["valid", "incomplete"]
-    assert entry["runs"][0]["window"] == [5, 8]  # the folder names the last iteration
+    assert entry["runs"][0]["window"] == [1, 2]  # the folder names the last iteration
     assert entry["msprof_analyze_pick"].startswith("iter_20-22")
     assert "analyses only the newest" in warnings(entry)
 
