@@ -31,7 +31,8 @@ def summary_dict(summary):
             "kernel_total_us": kernel_total,
             "op_types": [t.as_dict(type_total) for t in types],
             "op_types_source": r.op_types_source,
-            "top_ops": [o.as_dict(op_total) for o in ops], "notes": r.notes,
+            "top_ops": [o.as_dict(op_total) for o in ops], "requests": r.requests,
+            "notes": r.notes,
         })
     return {"directory": summary.directory, "top": summary.top, "ranks": ranks,
             "overall": _overall(summary), "slow_ranks": slow_ranks(summary.ranks),
@@ -73,6 +74,11 @@ def summary_csv(summary):
             writer.writerow(["breakdown", rank["rank"], "", "", "", key, value])
         for section in ("top_kernels", "op_types", "top_ops"):
             _items(writer, section, rank["rank"], rank[section])
+        for row in rank["requests"]:
+            for key in ("latency_us", "forwards", "prefill", "decode"):
+                if row[key] is not None:
+                    writer.writerow(["request", rank["rank"], row["request"], "", "", key,
+                                     row[key]])
     for key, value in data["overall"]["breakdown_us"].items():
         writer.writerow(["breakdown", "all", "", "", "", key, value])
     for section in ("top_kernels", "op_types", "top_ops"):
@@ -103,6 +109,7 @@ def summary_table(summary):
         rows.append(["all", "", "", *[_num(data["overall"]["breakdown_us"].get(k))
                                       for k in keys]])
         lines += _table(rows)
+    lines += _requests_table(data["ranks"])
     if len(data["slow_ranks"]) > 1:
         lines += ["", "Slow ranks (deviation from the median step time)"]
         rows = [["RANK", "STEP TIME", "DEVIATION", "EXPLAINED BY"]]
@@ -129,6 +136,24 @@ def summary_table(summary):
     if notes:
         lines += [""] + ["note: " + n for n in notes]
     return "\n".join(lines)
+
+
+def _requests_table(ranks):
+    """Inference: one line per request of every rank (latency, forwards, top operators)."""
+    rows = [["RANK", "REQUEST", "LATENCY(ms)", "FORWARDS", "PREFILL", "DECODE", "TOP OPERATORS"]]
+    for rank in ranks:
+        for row in rank["requests"]:
+            latency = row["latency_us"]
+            rows.append([str(rank["rank"]), str(row["request"]),
+                         "-" if latency is None else f"{latency / 1000:.2f}",
+                         *("-" if row[k] is None else str(row[k])
+                           for k in ("forwards", "prefill", "decode")),
+                         ", ".join(row["top_ops"]) + (" (whole capture)"
+                                                      if row["top_ops_of"] == "capture" else "")])
+    if len(rows) == 1:
+        return []
+    return ["", "Requests (inference: latency, forwards and top operators per request)",
+            *_table(rows)]
 
 
 def _cause(slow):

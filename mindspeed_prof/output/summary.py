@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ConfigError
 from ..layout import ASCEND_OUTPUT_DIR
-from . import aggregate, columns, parallel, torchtrace
+from . import aggregate, columns, parallel, requests, torchtrace
 from .aggregate import Item
 from .csvtable import CsvTable, number
 from .discover import discover
@@ -32,6 +32,7 @@ class RankSummary:
     op_types: dict = field(default_factory=dict)
     op_types_source: str = None
     ops: dict = field(default_factory=dict)  # torch operators by self time
+    requests: list = field(default_factory=list)  # inference: one row per request (requests.py)
     notes: list = field(default_factory=list)
 
     def breakdown(self):
@@ -84,6 +85,7 @@ def summarize_directory(path, top=10):
             _absorb(rank_summary, partial)
         rank_summary.steps.sort(key=lambda s: (s["step"] is None, s["step"] or 0,
                                                s.get("device") or 0))
+        rank_summary.requests.sort(key=lambda r: (r["request"], r.get("device") or 0))
         summary.ranks.append(rank_summary)
     if not summary.ranks:
         summary.notes.append(f"nothing to summarise under {found.root}: no rank's capture "
@@ -95,6 +97,8 @@ def read_capture(backend, path, rel, rank):
     """The numbers of one capture, as a RankSummary of its own (run in a worker process)."""
     partial = RankSummary(rank=rank)
     (_npu if backend == "npu" else _torch)(_Capture(path, rel), partial)
+    if requests.in_request_folder(rel):
+        partial.requests = requests.request_rows(backend, path, rel, partial)
     return partial
 
 
@@ -121,6 +125,7 @@ def _absorb(target, partial):
     replaced = {(s["step"], s.get("device")) for s in partial.steps}
     target.steps = [s for s in target.steps if (s["step"], s.get("device")) not in replaced]
     target.steps.extend(partial.steps)
+    target.requests.extend(partial.requests)
     aggregate.merge_into(target.kernels, partial.kernels)
     aggregate.merge_into(target.ops, partial.ops)
     real = "op_statistic.csv"

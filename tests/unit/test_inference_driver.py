@@ -4,71 +4,13 @@ idle ranks, a trigger, and what a server that stops inside or before its window 
 
 import csv
 import glob
-import json
 import os
-import threading
 
 import pytest
-import torch
 
+from helpers.inference import armed, config, events, one_request, serve
 from helpers.traces import manifest, step_ids, torch_traces
-from mindspeed_prof import ProfilerConfig, trigger
-from mindspeed_prof.drivers.inference import RequestDriver
-
-MODEL = torch.nn.Linear(16, 16)
-
-
-def work():
-    MODEL(torch.randn(4, 16)).sum().backward()
-
-
-def config(tmp_path, **overrides):
-    values = dict(profile=True, profile_step_start=2, profile_step_end=4,
-                  profile_save_path=str(tmp_path / "prof"), profile_backend="torch",
-                  profile_analyse="sync")
-    values.update(overrides)
-    return ProfilerConfig(**values)
-
-
-def one_request(driver, forwards=4):
-    with driver.request():
-        for _ in range(forwards):
-            with driver.forward():
-                work()
-
-
-def serve(driver, requests, *, on_new_threads=False):
-    """``requests`` requests, each on the calling thread or on a new one (as Flask does);
-    returns the native id of the thread each request ran on."""
-    threads = []
-    for _ in range(requests):
-        if not on_new_threads:
-            one_request(driver)
-            threads.append(threading.get_native_id())
-            continue
-        ran_on = []
-
-        def request():
-            ran_on.append(threading.get_native_id())
-            one_request(driver)
-
-        thread = threading.Thread(target=request)
-        thread.start()
-        thread.join()
-        threads.append(ran_on[0])
-    return threads
-
-
-def armed(cfg, **kwargs):
-    driver = RequestDriver(cfg, **kwargs)
-    driver.arm()
-    return driver
-
-
-def events(trace):
-    with open(trace) as handle:
-        return [e for e in json.load(handle)["traceEvents"] if e.get("ph") == "X"]
-
+from mindspeed_prof import trigger
 
 def test_each_request_of_the_window_is_a_session_of_its_own_in_a_req_folder(tmp_path):
     driver = armed(config(tmp_path))
