@@ -7,7 +7,8 @@
 
 Submodules: discover (find captures), profinfo/expect (what a capture should hold),
 filecheck/csvtable/csvrows/jsonstream/tracescan/sqlitecheck/logscan (read files),
-runcheck/checker/report (verdicts), aggregate/torchtrace/summary (numbers),
+runcheck/checker/report (verdicts), aggregate/torchtrace/summary/requests (numbers; requests:
+the per-request rows of an inference profile),
 render_check/render_summary/plot (output), parallel (big inputs over several processes).
 """
 
