@@ -106,6 +106,8 @@ def env_values(environ):
         spec = KNOBS.get(key)
         if spec is not None and spec.metadata["kind"] in ("str", "path", "choice", "choice?"):
             value = text  # a path or name must not be re-typed by YAML (e.g. "1e3", "no")
+        if spec is not None and spec.metadata["kind"] == "ranks" and value is None:
+            value = text  # an empty $RANKS: refused as a list naming no rank, not as a type
         try:
             check_values({key: value}, f"environment variable {name}")
         except ConfigError as exc:

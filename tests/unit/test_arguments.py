@@ -181,3 +181,9 @@ def test_a_non_finite_budget_in_the_environment_is_refused(value):
     # YAML reads .nan/.inf as floats ("nan" stays text, refused as not a number)
     with pytest.raises(ConfigError, match=r"MINDSPEED_PROF_MAX_GB|--profile-max-gb .* environment"):
         parse_profile_flags([], environ={"MINDSPEED_PROF_MAX_GB": value})
+
+
+@pytest.mark.parametrize("value", ["", " ", ","])
+def test_an_empty_ranks_variable_is_refused_as_naming_no_rank(value):
+    with pytest.raises(ConfigError, match=r"^--profile-ranks .* names no rank.*value from environment"):
+        parse_profile_flags([], environ={"MINDSPEED_PROF_RANKS": value})
