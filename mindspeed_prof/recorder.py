@@ -36,7 +36,7 @@ from .environment import versions
 from .exits import FlushOnExit, final_flush
 from .manifest import Manifest, overall_status
 from .startup import check_save_path, preflight  # noqa: F401 - the recorder's start-up checks
-from .units import ITERATION, REQUEST, RL_STEP, UNITS, Unit  # noqa: F401 - drivers import them here
+from .units import ITERATION, REQUEST, RL_STEP, UNITS, Unit, describe_window  # noqa: F401 - drivers import them here
 from .window import OPEN_ENDED, StepSchedule, last_iteration, plan_windows
 
 
@@ -178,13 +178,7 @@ class WindowRecorder:
         return f"{name}_{self.unit.prefix}{schedule.start}" if self.session_per_unit else name
 
     def _describe_plan(self, plan):
-        text = plan.describe()
-        if self.session_per_unit:
-            text = text.split(" (warm-up at ")[0]  # each unit is a session: no warm-up unit
-        if self.unit is ITERATION:
-            return text
-        text = text.replace("iterations", self.unit.plural).replace("iteration", self.unit.name)
-        return text.replace("until training ends", f"until {self.unit.owner} stops")
+        return describe_window(plan, self.unit, self.session_per_unit)
 
     def _selected_on_this_node(self):
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", 0) or 0)

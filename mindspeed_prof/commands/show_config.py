@@ -14,6 +14,7 @@ from mindspeed_prof.backends import describe
 from mindspeed_prof.errors import BackendUnavailable, ConfigError
 from mindspeed_prof.layout import window_dir
 from mindspeed_prof.manager import check_save_path
+from mindspeed_prof.units import ITERATION, REQUEST, UNITS, describe_window
 from mindspeed_prof.window import (StepSchedule, last_iteration, passed_windows, plan_windows,
                                    several_windows)
 
@@ -32,6 +33,10 @@ def add_arguments(parser):
                         help="Megatron's --exit-interval, to check the windows.")
     parser.add_argument("--first-iteration", type=int, default=1, metavar="N",
                         help="First iteration the run executes (a resumed run: checkpoint + 1).")
+    parser.add_argument("--unit", choices=("iteration", "request"), default="iteration",
+                        help="What the window flags count: iterations (training, the default) "
+                             "or requests (Megatron's text-generation server and inference "
+                             "engines, MindSpeed-LLM's inference.py; numbered from 1 per process).")
     parser.add_argument("--json", action="store_true", help="Machine-readable output.")
     add_recorded_profile_flags(parser, description="as on the training command line; "
                                                    "--profile is implied")
@@ -42,6 +47,10 @@ def resolve(args):
         raise ConfigError(f"--world-size {args.world_size} must be >= 1.")
     if args.first_iteration < 1:
         raise ConfigError(f"--first-iteration {args.first_iteration} must be >= 1.")
+    unit = UNITS[args.unit]
+    if unit is REQUEST and (args.train_iters is not None or args.exit_interval is not None):
+        raise ConfigError("--train-iters and --exit-interval do not apply with --unit request: a "
+                          "server has no known last request; drop them.")
     config = parse_profile_flags(args.profile_argv or [], implied_profile=True)
     # The same checks, in the same order and words, as the training start-up.
     plans = plan_windows(config, first_iteration=args.first_iteration,
@@ -73,9 +82,13 @@ def resolve(args):
     schedule = plans[0] if plans else _trigger_example()
     folder = (window_dir(save_path, schedule.start, schedule.end) if several_windows(config)
               else save_path)
+    if unit is REQUEST:  # a session per request, in its own folder (requests hop threads)
+        schedule = StepSchedule(skip_first=schedule.start, warmup=0, active=1)
+        folder = window_dir(save_path, schedule.start, schedule.end, unit.prefix)
     call, call_notes = (describe.npu_call if backend == "npu" else describe.torch_call)(
         config, schedule, folder, example_rank)
-    notes = notes_first + _plan_notes(config, plans, args.first_iteration)
+    notes = notes_first + (_request_notes() if unit is REQUEST
+                           else _plan_notes(config, plans, args.first_iteration))
     notes += list(config.warnings()) + call_notes
     ignored = backends.ignored_flags(backend, config)
     if ignored:
@@ -84,14 +97,15 @@ def resolve(args):
         notes.append(f"backend auto chose {backend}: {backend_note}")
     if selection_note:
         notes.append(f"rank selectors resolve inside the job: {selection_note}")
-    windows = [_window(plan) for plan in plans]
+    windows = [_window(plan, unit) for plan in plans]
     trigger = None
     if config.profile_trigger_file:
         trigger = {"file": config.profile_trigger_file, "poll": config.profile_trigger_poll,
                    "describe": f"on request: `mindspeed-prof trigger "
                                f"{config.profile_trigger_file} --steps N` (rank 0 looks every "
-                               f"{config.profile_trigger_poll} iterations)"}
+                               f"{config.profile_trigger_poll} {unit.plural})"}
     return {
+        "unit": unit.name,
         "config": config.as_dict(),
         "ranks": {"spec": ranks.format_selection(config.profile_ranks), "world_size": args.world_size,
                   "selected": selected},
@@ -106,8 +120,9 @@ def resolve(args):
     }
 
 
-def _window(schedule):
-    return {"start": schedule.start, "end": schedule.end, "describe": schedule.describe(),
+def _window(schedule, unit=ITERATION):
+    return {"start": schedule.start, "end": schedule.end,
+            "describe": describe_window(schedule, unit, per_unit_sessions=unit is REQUEST),
             "schedule": {"skip_first": schedule.skip_first, "warmup": schedule.warmup,
                          "active": schedule.active, "repeat": schedule.repeat,
                          "wait": schedule.wait}}
@@ -116,6 +131,15 @@ def _window(schedule):
 def _trigger_example():
     """The schedule a one-step trigger request seen at iteration 1 gets (for the call shown)."""
     return StepSchedule(skip_first=1, warmup=1, active=1)
+
+
+def _request_notes():
+    return ["the window counts requests: the first request each process serves is request 1, "
+            "on every rank alike; a server has no known last request, so a window it never "
+            "reaches is not refused now: the server says so when it stops (log and manifest)",
+            "each request of a window is its own profiler session in req_{n}-{n}/ (the "
+            "server runs requests on new threads; a session records only its own thread); "
+            "the call shown is the first request's"]
 
 
 def _plan_notes(config, plans, first_iteration):
@@ -178,8 +202,9 @@ def _plan_lines(report):
     windows, count = report["windows"], report["window_count"]
     lines = []
     if count is None:
-        every = report["config"]["profile_every"]
-        lines.append(f"windows:   every {every} iterations until training ends, from")
+        every, unit = report["config"]["profile_every"], UNITS[report["unit"]]
+        until = "training ends" if unit is ITERATION else f"{unit.owner} stops"
+        lines.append(f"windows:   every {every} {unit.plural} until {until}, from")
         lines += [f"           {w['describe']}" for w in windows[:2]]
     elif count == 1:
         lines.append(f"window:    {windows[0]['describe']}")
