@@ -46,7 +46,12 @@ def mindspeed_prof_train_step_wrapper(train_step):
             iteration = get_args().curr_iteration
         logged = iteration + 1  # the number the training log prints for this step
         manager.step_begin(logged)
-        result = train_step(*args, **kwargs)
+        label = state.update_range
+        if label is None:
+            result = train_step(*args, **kwargs)
+        else:  # megatron.rl's loop: the policy update is one stage of the iteration
+            with manager.range(label):
+                result = train_step(*args, **kwargs)
         manager.step_end(logged)
         return result
 
@@ -119,3 +124,5 @@ def hook_training_loop():
         targets.append(LLM_TRAIN)
     for target in targets:
         registry.ensure(target)
+    from mindspeed_prof.patches.megatron_rl import hook_rl_loop
+    hook_rl_loop()  # imported by megatron.training when present: iterations cover the RL stages

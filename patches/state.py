@@ -18,6 +18,7 @@ class _State:
         self.argv = None           # the command line as typed (before any rewriting)
         self.config = None         # ProfilerConfig, once Megatron's args are validated
         self.manager = None        # the live ProfilerManager while train() runs
+        self.update_range = None   # "stage:update" once megatron.rl's RL loop runs (megatron_rl)
         self.finished_manager = None  # the last train()'s manager: its export may still run
         self.inference = None      # the request driver, once an engine or a request armed it
         self.sigterm_handler = None   # ours, while installed (patches/sigterm.py)

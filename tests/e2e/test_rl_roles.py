@@ -122,3 +122,48 @@ def test_summary_prints_one_cross_role_table_per_profiled_rl_step(rl_run, capsys
     assert [line.split()[0] for line in step2[2:4]] == ["actor", "ref"]
     assert [line.split()[0] for line in step3[2:4]] == ["actor", "rollout"]
     assert "generate" in step3[1] and "update" in step3[1]
+
+
+# -- Megatron-LM's own RL loop (megatron/rl, train_rl.py) --------------------------------------
+
+RL_HARNESS = os.path.join(TESTS, "harness", "rl")
+
+
+def trace_spans(trace):
+    """name -> [(start, end)] of the host events of one chrome trace."""
+    with open(trace) as handle:
+        events = json.load(handle)["traceEvents"]
+    spans = {}
+    for event in events:
+        if event.get("ph") == "X" and not str(event.get("cat", "")).startswith("gpu"):
+            start = float(event["ts"])
+            spans.setdefault(event["name"], []).append((start, start + float(event["dur"])))
+    return spans
+
+
+def test_megatron_rl_iteration_window_covers_rollout_logprobs_and_update(tmp_path):
+    from harness.launch import default_args
+    from helpers.e2e import env_for, profile_flags, train
+
+    save = tmp_path / "prof"
+    env = env_for(tmp_path, pythonpath=(os.path.join(TESTS, "harness"),
+                                        os.path.join(RL_HARNESS, "megatron_rl_standin")))
+    args = (default_args(train_iters=4) + ["--perform-rl-step", "--grpo-prompts-per-step", "2",
+                                           "--grpo-group-size", "2"]
+            + profile_flags(save, ranks=("0",), start=2, end=4))
+    run = train(tmp_path, args, nproc=1, env=env, with_default_args=False,
+                script=os.path.join(RL_HARNESS, "train_rl.py")).check()
+    with open(tmp_path / "reports" / "rl_calls_rank0.json") as handle:
+        calls = json.load(handle)
+    assert [c for c in calls if c[1] in (2, 3)] == [
+        ["get_environment_rollouts", 2], ["prepare_data_for_update", 2],
+        ["get_environment_rollouts", 3], ["prepare_data_for_update", 3]], run.describe()
+    [trace] = torch_traces(str(save))
+    spans = trace_spans(trace)
+    for step in (2, 3):
+        [(start, end)] = spans[f"ProfilerStep#{step}"]
+        inside = {name: [s for s in spans.get(f"stage:{name}", []) if start <= s[0] <= end]
+                  for name in ("rollout", "logprobs", "update")}
+        assert all(len(found) == 1 for found in inside.values()), (step, inside)
+        assert inside["rollout"][0][1] <= inside["logprobs"][0][0]
+        assert inside["logprobs"][0][1] <= inside["update"][0][0]

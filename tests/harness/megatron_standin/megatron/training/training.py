@@ -30,6 +30,12 @@ from megatron.training.model_and_data import (  # noqa: F401  (upstream names li
 )
 from megatron.training.utils import print_rank_0, print_rank_last
 
+try:  # Megatron-LM's own RL (core_v0.15+): not in the megatron-core wheel, as upstream
+    from megatron.rl import rl_utils
+    has_rl_utils = True
+except ImportError:
+    has_rl_utils = False
+
 _TRAIN_START_TIME = time.time()
 
 
@@ -323,6 +329,7 @@ def _train(forward_step_func, model, optimizer, opt_param_scheduler, train_data_
     nsys_nvtx_context = None
     iteration = args.iteration
     should_exit, exit_code = False, 0
+    buffered_rollouts = None
 
     while iteration < args.train_iters:
         # Re-read every iteration, as upstream: a plugin may have switched args.profile off.
@@ -347,6 +354,21 @@ def _train(forward_step_func, model, optimizer, opt_param_scheduler, train_data_
             continue
 
         args.curr_iteration = iteration
+        if getattr(args, "perform_rl_step", False):
+            # As upstream 0.16: rollouts and log-probs run here, before train_step.
+            with torch.no_grad():
+                train_data_iterator = rl_utils.get_grpo_data_iterator(
+                    model, None, optimizer, iteration, None,
+                    grpo_iterations=args.grpo_iterations,
+                    grpo_prompts_per_step=args.grpo_prompts_per_step,
+                    grpo_group_size=args.grpo_group_size,
+                    global_batch_size=args.global_batch_size,
+                    sequence_packing=args.rl_use_sequence_packing,
+                    buffered_rollouts=buffered_rollouts,
+                    is_correction=args.rl_inference_logprobs_is_correction,
+                )
+                buffered_rollouts = train_data_iterator
+            step_args = (forward_step_func, train_data_iterator, *step_args[2:])
         step_start = time.time()
         (loss_dict, skipped_iter, should_checkpoint, should_exit, exit_code, grad_norm,
          _) = _call_train_step(step_args, forward_backward_func, iteration)
