@@ -2,7 +2,8 @@
 
 Per rank and overall: step time and its breakdown, top kernels and op types (NPU) or
 operators by self time (torch), and the slow ranks with what sets them apart. Exit 0 when at
-least one rank was summarised, 1 when none could be, 2 on a usage error.
+least one rank was summarised (a capture read into numbers), 1 when none could be (nothing
+found, or every capture unreadable: the reason goes to stderr), 2 on a usage error.
 """
 
 import sys
@@ -50,7 +51,11 @@ def run(args):
         print(render_summary.summary_table(summary))
         if plotted:
             print(f"\nplot written to {plotted}")
-    return 0 if summary.ranks and (plotted or not args.plot) else 1
+    if not summary.summarised:
+        # Nothing summarised is a failure, whatever was found: say why where scripts look.
+        print(f"mindspeed-prof summary: {summary.notes[-1]}", file=sys.stderr)
+        return 1
+    return 0 if plotted or not args.plot else 1
 
 
 def _roles(args, roots):

@@ -46,6 +46,11 @@ class RankSummary:
     def step_time(self):
         return self.breakdown().get("step_time")
 
+    @property
+    def has_numbers(self):
+        """True when any of this rank's captures could be read into a number."""
+        return bool(self.steps or self.kernels or self.ops or self.op_types or self.requests)
+
 
 @dataclass
 class Summary:
@@ -56,6 +61,11 @@ class Summary:
 
     def rank(self, rank):
         return next((r for r in self.ranks if r.rank == rank), None)
+
+    @property
+    def summarised(self):
+        """The ranks with numbers: ``summary`` exits 0 only when there is one."""
+        return [r for r in self.ranks if r.has_numbers]
 
 
 def summarize_directory(path, top=10):
@@ -90,6 +100,12 @@ def summarize_directory(path, top=10):
     if not summary.ranks:
         summary.notes.append(f"nothing to summarise under {found.root}: no rank's capture "
                              f"found (run `mindspeed-prof check {path}`)")
+    elif not summary.summarised:
+        why = "; ".join(n for r in summary.ranks for n in r.notes[:1])
+        summary.notes.append(f"nothing could be summarised under {found.root}: no capture of "
+                             f"rank(s) {', '.join(str(r.rank) for r in summary.ranks)} could be "
+                             f"read ({why or 'no numbers in them'}); run `mindspeed-prof check "
+                             f"{path}` to see why")
     return summary
 
 

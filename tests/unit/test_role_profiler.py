@@ -157,7 +157,8 @@ def test_unselected_rank_records_nothing_and_costs_next_to_nothing(tmp_path):
     per_step_us = (time.perf_counter() - started) / 20_000 * 1e6
     prof.close()
     assert not os.path.exists(tmp_path / "actor")
-    assert per_step_us < 5, per_step_us
+    assert prof.step(1) is prof.stage("update") is prof.step(2)  # one shared no-op, no recorder
+    assert per_step_us < 20, per_step_us  # about 1.3 us here
 
 
 def test_rank_defaults_to_the_rank_environment_variable(tmp_path, monkeypatch):
