@@ -195,3 +195,13 @@ def test_programmatic_api(tmp_path):
     result = summarize_directory(str(tmp_path), top=5)
     assert [r.rank for r in result.ranks] == [0, 1]
     assert result.rank(0).breakdown()["Computing"] == pytest.approx(75174.57464453117)
+
+
+def test_a_directory_whose_only_capture_is_unreadable_exits_one_with_the_reason(tmp_path,
+                                                                               capsys):
+    trace = torch_trace(tmp_path, rank=0)
+    with open(trace, "r+") as handle:  # cut short, as by a full disk
+        handle.truncate(os.path.getsize(trace) // 2)
+    code, out, err = summary(capsys, tmp_path)
+    assert code == 1
+    assert "nothing could be summarised" in err and os.path.basename(trace) in err
