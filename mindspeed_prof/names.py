@@ -71,8 +71,9 @@ def aic_metrics(value, flag="--profile-aic-metrics"):
                       f"{', '.join(AIC_METRICS)} (or its ACL_AICORE_* name).")
 
 
-def host_sys(values, flag="--profile-host-sys"):
-    """A list such as ``cpu mem`` or ``cpu,mem``; order kept, duplicates dropped."""
+def _name_list(values):
+    """``a b`` or ``a,b`` (a string or a list of them) -> lower-case names, order kept,
+    duplicates dropped."""
     if values is None:
         return ()
     if isinstance(values, str):
@@ -81,14 +82,19 @@ def host_sys(values, flag="--profile-host-sys"):
     for raw in values:
         for item in str(raw).split(","):
             item = item.strip().lower()
-            if not item:
-                continue
-            if item not in HOST_SYS:
-                raise ConfigError(f"{flag} {item!r} is not a host system metric; use any of "
-                                  f"{', '.join(HOST_SYS)}.")
-            if item not in result:
+            if item and item not in result:
                 result.append(item)
     return tuple(result)
+
+
+def host_sys(values, flag="--profile-host-sys"):
+    """A list such as ``cpu mem`` or ``cpu,mem``; order kept, duplicates dropped."""
+    result = _name_list(values)
+    for item in result:
+        if item not in HOST_SYS:
+            raise ConfigError(f"{flag} {item!r} is not a host system metric; use any of "
+                              f"{', '.join(HOST_SYS)}.")
+    return result
 
 
 _STAGE_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_-")
@@ -97,19 +103,9 @@ _STAGE_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_-")
 def stages(values, flag="--profile-stages"):
     """RL stage names (``old_logprob update`` or ``old_logprob,update``), each a folder name
     under ``{save}/{role}/``: lower case letters, digits, ``_`` and ``-``; order kept."""
-    if values is None:
-        return ()
-    if isinstance(values, str):
-        values = [values]
-    result = []
-    for raw in values:
-        for item in str(raw).split(","):
-            item = item.strip().lower()
-            if not item:
-                continue
-            if not set(item) <= _STAGE_CHARS:
-                raise ConfigError(f"{flag} {item!r} is not a stage name; use the names your "
-                                  f"workers pass to prof.stage() (letters, digits, _ and -).")
-            if item not in result:
-                result.append(item)
-    return tuple(result)
+    result = _name_list(values)
+    for item in result:
+        if not set(item) <= _STAGE_CHARS:
+            raise ConfigError(f"{flag} {item!r} is not a stage name; use the names your "
+                              f"workers pass to prof.stage() (letters, digits, _ and -).")
+    return result
