@@ -22,7 +22,7 @@ from mindspeed_prof.config import ProfilerConfig
 from mindspeed_prof.errors import ConfigError
 
 from .resolve import with_origin
-from .yaml_file import check_values, env_values, read_mapping
+from .yaml_file import CONFIG_ENV, check_values, env_config_path, env_values, read_mapping
 
 ROLES_KEY = "roles"
 _ROLE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -43,13 +43,17 @@ def check_role_name(role):
 def role_config(role: str, config: ConfigSource = None,
                 environ: Optional[Mapping[str, str]] = None) -> ProfilerConfig:
     """``role``'s ProfilerConfig from a YAML path, a mapping of the same shape, a ready
-    ProfilerConfig (used as it is) or None (environment variables only). Raises ConfigError
-    naming the file, the role or key, and the fix."""
+    ProfilerConfig (used as it is) or None (the role YAML ``MINDSPEED_PROF_CONFIG`` names, if
+    any, and ``MINDSPEED_PROF_*`` variables: one setting for every worker a launcher starts).
+    Raises ConfigError naming the file, the role or key, and the fix."""
     check_role_name(role)
     if isinstance(config, ProfilerConfig):
         return config
     environ = os.environ if environ is None else environ
-    if config is None:
+    if config is None and env_config_path(environ):
+        path = env_config_path(environ)
+        mapping, where = read_mapping(path, f"{CONFIG_ENV}={path}"), f"{CONFIG_ENV}={path}"
+    elif config is None:
         mapping, where = {}, "role_profiler(config=None)"
     elif isinstance(config, Mapping):
         mapping, where = dict(config), "role_profiler(config={...})"

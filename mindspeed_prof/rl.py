@@ -16,8 +16,8 @@ def role_profiler(role: str, config=None, *, rank: Optional[int] = None,
                   ) -> RoleProfiler:
     """The profiler of ``role`` in this process.
 
-    ``config``: a role YAML path, a dict of the same shape, a ProfilerConfig, or None (only
-    ``MINDSPEED_PROF_*`` variables). ``rank`` defaults to this process's rank in the default
+    ``config``: a role YAML path, a dict of the same shape, a ProfilerConfig, or None (the role
+    YAML ``MINDSPEED_PROF_CONFIG`` names, if set, and ``MINDSPEED_PROF_*`` variables). ``rank`` defaults to this process's rank in the default
     process group, else ``RANK``, else 0. ``total_steps`` (the controller's number of RL steps)
     lets windows that cannot complete be refused now. Raises ConfigError (a ValueError) naming
     the file, role or key and the fix."""

@@ -104,3 +104,10 @@ def test_a_ready_profiler_config_is_used_as_it_is():
 def test_a_missing_role_file_is_named():
     with pytest.raises(ConfigError, match="role config /no/rl.yaml: file not found"):
         role_config("actor", "/no/rl.yaml", environ={})
+
+
+def test_without_config_the_role_yaml_named_by_mindspeed_prof_config_is_read(rl_yaml):
+    config = role_config("rollout", None, environ={"MINDSPEED_PROF_CONFIG": rl_yaml})
+    assert config.profile_level == "level1"
+    with pytest.raises(ConfigError, match=r"MINDSPEED_PROF_CONFIG=.*rl.yaml: unknown role 'critic'"):
+        role_config("critic", None, environ={"MINDSPEED_PROF_CONFIG": rl_yaml})
