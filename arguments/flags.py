@@ -43,7 +43,9 @@ def _argparse_kwargs(knob):
     elif kind == "float?":
         kwargs["type"] = _typed(flag, float, "a number such as 10")
     elif kind in ("ranks", "list", "steps"):
-        kwargs.update(nargs="+", type=str, default=list(default))
+        # The default stays the config's own tuple: an empty list is what a user typed (an
+        # unset variable) and is refused, while () means "not given".
+        kwargs.update(nargs="+", type=str, default=default)
     else:
         kwargs["type"] = str
     if choices:

@@ -35,7 +35,7 @@ def config_from_args(args, argv=None, environ=None):
     if "profile_config" not in typed and env_config_path(environ):
         path, flag = env_config_path(environ), CONFIG_ENV
         values["profile_config"], origin["profile_config"] = path, "environment"
-    if path:
+    if path and path.strip():  # a blank path is refused by ProfilerConfig, naming the flag
         layers.append((f"{flag} {path}", load_yaml(path, flag)))
     layers.append(("environment", env_values(environ)))
     for where, layer in layers:
@@ -45,9 +45,9 @@ def config_from_args(args, argv=None, environ=None):
     raw_ranks = argv_tools.rank_tokens(argv)
     if raw_ranks is not None:
         values["profile_ranks"] = raw_ranks
-    # Not profile_ranks: a YAML [] must stay a list, which names no rank, not become the
-    # canonical () that means every rank.
-    for key in ("profile_host_sys", "profile_steps", "profile_stages"):
+    # Not profile_ranks/profile_steps: a YAML [] must stay a list, which names nothing, not
+    # become the canonical () that means every rank / no explicit window.
+    for key in ("profile_host_sys", "profile_stages"):
         if isinstance(values.get(key), list):
             values[key] = tuple(values[key])
     try:

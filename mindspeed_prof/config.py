@@ -109,6 +109,10 @@ class ProfilerConfig:
             raise ConfigError(f"--profile-step-end {self.profile_step_end} must be > "
                               f"--profile-step-start {self.profile_step_start}; use -1 to "
                               f"profile to the end.")
+        if self.profile_config is not None and not self.profile_config.strip():
+            # An unset $CONFIG in a launch script: running on without the file would be a surprise.
+            raise ConfigError("--profile-config is empty; give the path of a YAML file, or leave "
+                              "the flag out.")
         if not self.profile_save_path.strip():
             raise ConfigError("--profile-save-path is empty; give a directory, e.g. ./profile_dir.")
         if self.profile_gc_detect_threshold is not None and self.profile_gc_detect_threshold < 0:

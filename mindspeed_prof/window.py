@@ -159,8 +159,8 @@ def parse_step_ranges(tokens):
     Both ends are iterations that get profiled, as in ``--profile-ranks 0-7``.
     """
     flag = "--profile-steps"
-    if tokens is None:
-        return ()
+    if tokens is None or (isinstance(tokens, tuple) and not tokens):
+        return ()  # not asked for (the canonical empty value a config holds)
     if isinstance(tokens, (str, int)):
         tokens = [tokens]
     ranges = []
@@ -174,6 +174,10 @@ def parse_step_ranges(tokens):
                 raise ConfigError(f"{flag} {part!r} is not an iteration range; write ranges of "
                                   f"logged iterations such as 100-102,1100-1102 (or 7 for one).")
             ranges.append((int(first), int(last or first)))
+    if not ranges:
+        shown = " ".join(repr(str(t)) for t in tokens) if tokens else "[]"
+        raise ConfigError(f"{flag} {shown} names no window (an empty variable?); write ranges "
+                          f"of logged iterations such as 100-102,1100-1102, or leave {flag} out.")
     ranges.sort()
     for first, last in ranges:
         if first < 1:

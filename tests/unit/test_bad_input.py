@@ -160,14 +160,19 @@ def malformed_ranks(draw):
 
 
 @st.composite
-def rank_list_naming_no_rank(draw):
-    """An unset $RANKS in a launch script, or only separators: never "every rank"."""
+def list_naming_nothing(draw):
+    """An unset $RANKS / $STEPS / $CONFIG in a launch script, or only separators: never "every
+    rank", the default window or no file."""
+    flag = draw(st.sampled_from(["--profile-ranks", "--profile-steps", "--profile-config"]))
     nothing = st.text(alphabet=", \t", max_size=4)
+    if flag == "--profile-config":
+        nothing = st.text(alphabet=" \t", max_size=3)
     argv = draw(st.one_of(
-        nothing.map(lambda t: [f"--profile-ranks={t}"]),
-        st.lists(nothing, min_size=1, max_size=3).map(lambda ts: ["--profile-ranks", *ts]),
+        nothing.map(lambda t: [f"{flag}={t}"]),
+        st.lists(nothing, min_size=1, max_size=3 if flag != "--profile-config" else 1).map(
+            lambda ts: [flag, *ts]),
     ))
-    return argv, ["--profile-ranks"]
+    return argv, [flag]
 
 
 @st.composite
@@ -219,7 +224,7 @@ def contradictory_flags(draw):
 INVALID_FLAGS = st.one_of(non_integer_value(), non_number_value(), out_of_range_number(),
                           unknown_name(), unknown_host_metric(), malformed_ranks(),
                           malformed_steps(), unknown_flag(), switch_with_a_value(),
-                          contradictory_flags(), non_finite_number(), rank_list_naming_no_rank())
+                          contradictory_flags(), non_finite_number(), list_naming_nothing())
 
 
 @settings(max_examples=160, deadline=None)
@@ -300,8 +305,10 @@ def out_of_range_key(draw):
         bad = draw(st.sampled_from(["[a, b]", "'0-'", "[-3]", "'9-2'", "'tq=0'", "[0, x1]"]))
         return f"profile_ranks: {bad}\n", ["profile_ranks", "--profile-ranks"]
     if case == "no-rank":
-        bad = draw(st.sampled_from(["[]", "''", "','", "' , '", "['']", "[',', '']", "null", ""]))
-        return f"profile_ranks: {bad}\n", ["profile_ranks", "--profile-ranks"]
+        key = draw(st.sampled_from(["profile_ranks", "profile_steps"]))
+        bad = draw(st.sampled_from(["[]", "''", "','", "' , '", "['']", "[',', '']"] +
+                                   (["null", ""] if key == "profile_ranks" else [])))
+        return f"{key}: {bad}\n", [key, flag_name(key)]
     if case == "non-finite":
         key = draw(st.sampled_from(["profile_max_gb", "profile_gc_detect_threshold"]))
         bad = draw(st.sampled_from([".nan", ".NaN", ".inf", ".Inf", "-.inf", "+.inf"]))

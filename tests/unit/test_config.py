@@ -125,3 +125,29 @@ def test_an_empty_rank_list_in_yaml_is_a_usage_error(tmp_path, text):
     path.write_text(text + "\n")
     with pytest.raises(ConfigError, match="^--profile-ranks .* names no rank.*key profile_ranks"):
         parse_profile_flags(["--profile-config", str(path)])
+
+
+@pytest.mark.parametrize("typed, message", [
+    (["--profile-steps", ""], "--profile-steps '' names no window"),
+    (["--profile-steps=,"], "--profile-steps ',' names no window"),
+    (["--profile-config", ""], "--profile-config is empty"),
+    (["--profile-config= "], "--profile-config is empty"),
+])
+def test_an_empty_steps_or_config_value_is_a_usage_error_not_the_default(typed, message):
+    from mindspeed_prof.arguments import parse_profile_flags
+    with pytest.raises(ConfigError, match=message):
+        parse_profile_flags(typed)
+
+
+def test_an_empty_steps_list_in_yaml_is_a_usage_error(tmp_path):
+    from mindspeed_prof.arguments import parse_profile_flags
+    path = tmp_path / "p.yaml"
+    path.write_text("profile_steps: []\n")
+    with pytest.raises(ConfigError, match="^--profile-steps \\[\\] names no window.*key profile_steps"):
+        parse_profile_flags(["--profile-config", str(path)])
+
+
+def test_leaving_steps_out_keeps_the_start_end_window():
+    from mindspeed_prof.arguments import parse_profile_flags
+    assert parse_profile_flags([]).profile_steps == ()
+    assert ProfilerConfig(profile_steps=None).profile_steps == ()
