@@ -24,6 +24,7 @@ step; without ``profile_stages`` only the step's first block is recorded.
 """
 
 import contextlib
+import operator
 import os
 import threading
 from typing import Dict, Optional
@@ -91,9 +92,15 @@ class RoleProfiler:
         if self._current is not None:
             raise RuntimeError(f"role {self.role!r}: step({step}) inside step({self._current}); "
                                f"RL steps do not nest: leave one before entering the next.")
-        if not isinstance(step, int) or isinstance(step, bool) or step < 1:
+        try:
+            # numpy integers too: a controller's step may come back from an array or a batch
+            number = operator.index(step)
+        except TypeError:
+            number = 0
+        if isinstance(step, bool) or number < 1:
             raise ValueError(f"role {self.role!r}: step({step!r}) must be the controller's RL "
                              f"step number, an integer >= 1.")
+        step = number
         if self._last is not None and step < self._last:
             raise ValueError(f"role {self.role!r}: step({step}) after step({self._last}); RL "
                              f"steps must not go back (pass the controller's step number).")

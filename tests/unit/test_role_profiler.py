@@ -142,6 +142,10 @@ def test_steps_must_increase_and_not_nest(tmp_path):
             prof.step(3)
     with pytest.raises(ValueError, match=r"step\(1\) after step\(2\); RL steps must not go back"):
         prof.step(1)
+    with pytest.raises(ValueError, match=r"step\('3'\) must be the controller's RL step number"):
+        prof.step("3")
+    with prof.step(torch.tensor(3).numpy()[()]):  # a numpy integer is a step number too
+        pass
     prof.close()
 
 
