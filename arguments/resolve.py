@@ -45,6 +45,12 @@ def config_from_args(args, argv=None, environ=None):
     raw_ranks = argv_tools.rank_tokens(argv)
     if raw_ranks is not None:
         values["profile_ranks"] = raw_ranks
+    return build_config(values, origin)
+
+
+def build_config(values, origin):
+    """ProfilerConfig from merged knob values; ``origin`` (key -> where its value came from)
+    completes an error about that key. Used by training's parser and by RL role YAML."""
     # Not profile_ranks/profile_steps: a YAML [] must stay a list, which names nothing, not
     # become the canonical () that means every rank / no explicit window.
     for key in ("profile_host_sys", "profile_stages"):

@@ -21,13 +21,11 @@ from typing import Mapping, Optional, Union
 from mindspeed_prof.config import ProfilerConfig
 from mindspeed_prof.errors import ConfigError
 
-from .resolve import with_origin
+from .resolve import build_config
 from .yaml_file import CONFIG_ENV, check_values, env_config_path, env_values, read_mapping
 
 ROLES_KEY = "roles"
 _ROLE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-# Not profile_ranks: a YAML [] names no rank, unlike the canonical () that means every rank.
-_SEQUENCES = ("profile_host_sys", "profile_steps", "profile_stages")
 
 ConfigSource = Union[None, str, "os.PathLike[str]", Mapping, ProfilerConfig]
 
@@ -67,13 +65,7 @@ def role_config(role: str, config: ConfigSource = None,
     values, origin = _role_values(role, mapping, where)
     for key, value in env_values(environ).items():
         values[key], origin[key] = value, "environment"
-    for key in _SEQUENCES:
-        if isinstance(values.get(key), list):
-            values[key] = tuple(values[key])
-    try:
-        return ProfilerConfig(**values)
-    except ConfigError as exc:
-        raise ConfigError(with_origin(str(exc), origin)) from None
+    return build_config(values, origin)
 
 
 def _role_values(role, mapping, where):
