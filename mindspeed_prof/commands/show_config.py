@@ -73,11 +73,12 @@ def resolve(args):
     else:
         notes_first = []
     example_rank = selected[0] if selected else 0
-    if selected != [] or config.profile_trigger_file:
-        _check_save_path_leaving_no_trace(config.profile_save_path, example_rank, backend)
-        if not repeats_to_the_end:  # repeated windows without an end cannot be sized
-            rank_budget = budget.RankBudget(config, backend, selected or [example_rank])
-            rank_budget.check_start(plans, config.profile_save_path, 1)
+    # As start-up checks a profiled rank (the example rank profiles; resolve() refused an empty
+    # selection above).
+    _check_save_path_leaving_no_trace(config.profile_save_path, example_rank, backend)
+    if not repeats_to_the_end:  # repeated windows without an end cannot be sized
+        rank_budget = budget.RankBudget(config, backend, selected or [example_rank])
+        rank_budget.check_start(plans, config.profile_save_path, 1)
     save_path = os.path.abspath(config.profile_save_path)
     schedule = plans[0] if plans else _trigger_example()
     folder = (window_dir(save_path, schedule.start, schedule.end) if several_windows(config)
