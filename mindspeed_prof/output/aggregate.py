@@ -1,21 +1,19 @@
 """Totals per kernel (kernel_details.csv) and per op type (op_statistic.csv).
 
-kernel_details.csv can hold millions of rows; a large one is cut into byte ranges at line
-starts and summed by several processes (its fields never span lines, so any line start is a
-record start). Should a range meet anything odd, the file is read again in one pass, which
-is the one that reports exact line numbers.
+kernel_details.csv can hold millions of rows: pyarrow parses it in blocks (csvrows.py) and
+sums each block by (name, type) with ``numpy.bincount`` over the dictionary codes of the two
+columns (in row order, so a small table sums exactly as a Python loop would); only one value
+per kernel per block reaches Python. Acero's ``group_by`` did the same at +45 MB per process. Durations are parsed as ``float()`` would: a block whose text pyarrow's cast
+refuses (a TAB some CANN versions append is trimmed first; N/A, garbage) is converted value by
+value in Python, and what is not a finite number is left out.
 """
 
 import math
-import os
 from dataclasses import dataclass
 
-from . import columns, parallel
+from . import columns
 from .csvrows import RowReader
 from .csvtable import CsvTable, number
-from .errors import CorruptFile
-
-RANGE_BYTES = 64 << 20
 
 
 @dataclass
@@ -43,29 +41,52 @@ def merge_into(target, items):
             agg.count += item.count
 
 
+def load_parsers():
+    """Import what the summary reads with and set up pyarrow's compute functions (~45 MB the
+    first time one runs), before a fork: the workers share it."""
+    import msgspec  # noqa: F401
+    import numpy  # noqa: F401
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv  # noqa: F401
+
+    pc.dictionary_encode(pa.array(["a"]))
+
+
 def kernel_totals(path):
     """{(name, type): Item} over every row; raises ``CorruptFile`` for an unusable file."""
+    import numpy
+    import pyarrow.compute as pc
+
     table = CsvTable(path, columns.KERNEL_SUMMARY)
-    positions = [table.index[c.name] for c in table.columns]
-    size = os.path.getsize(path)
-    ranges = _ranges(path, table.body_start, size)
-    workers = parallel.workers_for(size, len(ranges))
-    raw = None
-    if workers > 1:
-        calls = [(path, start, end, table.width, positions) for start, end in ranges]
-        try:
-            parts = parallel.run(_range_totals, calls, workers)
-        except CorruptFile:
-            parts = None
-        if parts and all(bad == 0 for _, bad, _ in parts) and sum(n for _, _, n in parts):
-            raw = {}
-            for part, _, _ in parts:
-                for key, (total, count) in part.items():
-                    agg = raw.setdefault(key, [0.0, 0])
-                    agg[0] += total
-                    agg[1] += count
-    if raw is None:
-        raw = _sum_rows(table.rows())
+    name_at, type_at, duration_at = (table.index[c.name] for c in table.columns)
+    wanted = [p for p in (name_at, type_at, duration_at) if p is not None]
+    reader = RowReader(path, table.body_start, table.width, wanted)
+    raw = {}  # keyed by the file's own (name, type): stripped once per key, not per row
+    for batch in reader.batches(wanted):
+        durations = _durations(batch.column(str(duration_at)))
+        keep = _finite(durations)
+        names = pc.dictionary_encode(pc.filter(batch.column(str(name_at)), keep))
+        kinds = pc.dictionary_encode(pc.filter(batch.column(str(type_at)), keep)) \
+            if type_at is not None else None
+        values = pc.filter(durations, keep).to_numpy(zero_copy_only=False)
+        # one bin per (name, type) code: bincount adds in row order, as a loop would
+        width = len(kinds.dictionary) if kinds is not None else 1
+        codes = names.indices.to_numpy(zero_copy_only=False).astype(numpy.int64) * width
+        if kinds is not None:
+            codes += kinds.indices.to_numpy(zero_copy_only=False)
+        sums = numpy.bincount(codes, weights=values)
+        counts = numpy.bincount(codes)
+        name_text = names.dictionary.to_pylist()
+        kind_text = kinds.dictionary.to_pylist() if kinds is not None else [None]
+        for code in numpy.flatnonzero(counts).tolist():
+            key = (name_text[code // width], kind_text[code % width])
+            total = raw.get(key)
+            if total is None:
+                raw[key] = [float(sums[code]), int(counts[code])]
+            else:
+                total[0] += float(sums[code])
+                total[1] += int(counts[code])
     kernels = {}
     for (name, kind), (total_us, count) in raw.items():
         key = (name.strip(), kind.strip() if kind is not None else None)
@@ -77,44 +98,29 @@ def kernel_totals(path):
     return kernels
 
 
-def _sum_rows(rows):
-    raw = {}  # keyed by the row's own (name, type) tuple: no per-row strip or tuple building
-    for row in rows:
-        try:
-            value = float(row[2])  # float() itself ignores the TAB some CANN versions append
-        except ValueError:
-            continue  # N/A
-        if not math.isfinite(value):
-            continue
-        key = row[:2]
-        total = raw.get(key)
-        if total is None:
-            raw[key] = [value, 1]
-        else:
-            total[0] += value
-            total[1] += 1
-    return raw
+def _durations(text):
+    """Float64 durations from their text; null where ``float()`` would fail or not be finite."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        return pc.cast(pc.utf8_trim_whitespace(text), pa.float64())
+    except pa.ArrowInvalid:
+        return pa.array([_float(v) for v in text.to_pylist()], pa.float64())
 
 
-def _range_totals(path, start, end, width, positions):
-    reader = RowReader(path, start, width, positions, end=end)
-    raw = _sum_rows(reader)
-    return raw, reader.bad_rows, reader.rows
+def _float(text):
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
 
 
-def _ranges(path, body_start, size):
-    """[start, end) byte ranges of about RANGE_BYTES, each starting at a line start."""
-    count = max(1, (size - body_start) // RANGE_BYTES)
-    cuts = [body_start]
-    with open(path, "rb") as handle:
-        for i in range(1, count):
-            handle.seek(body_start + i * (size - body_start) // count)
-            handle.readline()  # to the next line start
-            cut = handle.tell()
-            if cut > cuts[-1] and cut < size:
-                cuts.append(cut)
-    cuts.append(None)
-    return list(zip(cuts[:-1], cuts[1:]))
+def _finite(values):
+    import pyarrow.compute as pc
+
+    return pc.fill_null(pc.is_finite(values), False)
 
 
 def op_type_totals(path):

@@ -75,7 +75,7 @@ def _read_files(runs):
     if workers <= 1:
         return {}  # check_run reads each file as it goes
     results = parallel.run(filecheck.check_file, [(p, os.path.basename(p)) for p in paths],
-                           workers)
+                           workers, warm=filecheck.load_parsers)
     return dict(zip(paths, results))
 
 

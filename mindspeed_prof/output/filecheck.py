@@ -40,6 +40,12 @@ class FileCheck:
         return data
 
 
+def load_parsers():
+    """Import what ``check_file`` parses with (before a fork: the workers share it)."""
+    import msgspec  # noqa: F401
+    import pyarrow.csv  # noqa: F401
+
+
 def check_file(path, name=None):
     name = name or os.path.basename(path)
     try:

@@ -88,7 +88,8 @@ def summarize_directory(path, top=10):
             for r in sorted(by_rank[rank], key=lambda r: (r.timestamp or "", r.rel))]
     sizes = [_main_file_size(r) for r in runs]
     calls = [(r.backend, r.path, r.rel, r.rank) for r in runs]
-    partials = parallel.run(read_capture, calls, parallel.workers_for(sum(sizes), len(calls)))
+    partials = parallel.run(read_capture, calls, parallel.workers_for(sum(sizes), len(calls)),
+                            warm=aggregate.load_parsers)
     for rank in sorted(by_rank):
         rank_summary = RankSummary(rank=rank)
         for partial in (p for p in partials if p.rank == rank):

@@ -32,3 +32,23 @@ def test_activation_path_does_not_import_torch():
     modules = imported_after("from mindspeed_prof.patches import activate\n"
                              "activate(['--profile'], by='test')")
     assert "torch" not in modules
+
+
+# The CLI's readers parse with these; a training process must never pay for them.
+READER_LIBRARIES = ("pyarrow", "msgspec", "polars", "orjson", "simdjson", "ijson")
+
+
+def test_training_side_imports_none_of_the_readers_parsers():
+    modules = imported_after(
+        "import mindspeed_prof.autoload, mindspeed_prof.launch, mindspeed_prof.auto, "
+        "mindspeed_prof.manager, mindspeed_prof.backends.torch_backend\n"
+        "from mindspeed_prof.patches import activate\n"
+        "activate(['--profile'], by='test')")
+    assert "mindspeed_prof.manager" in modules
+    assert [m for m in modules if m.split(".")[0] in READER_LIBRARIES] == []
+
+
+def test_the_readers_do_import_their_parsers_so_the_check_above_can_fail():
+    modules = imported_after("from mindspeed_prof.output import aggregate, tracescan\n"
+                             "aggregate.load_parsers()\ntracescan._Validator()")
+    assert {"pyarrow", "msgspec"} <= set(modules)

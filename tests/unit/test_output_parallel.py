@@ -1,10 +1,11 @@
-"""Reading over several processes gives the same answers as reading in one."""
+"""Reading over several processes, threads or blocks gives the same answers as in one."""
 
 import os
 
 import pytest
 
-from mindspeed_prof.output import aggregate, check_directory, parallel
+from mindspeed_prof.output import aggregate, check_directory, columns, csvrows, parallel
+from mindspeed_prof.output.csvtable import CsvTable
 from output_fixtures import samples
 
 WORKERS = parallel.WORKERS_ENV
@@ -24,23 +25,25 @@ def big_kernels(tmp_path):
     return path
 
 
-def test_kernel_totals_split_into_ranges_equal_one_pass(big_kernels, monkeypatch):
-    monkeypatch.setenv(WORKERS, "1")
+def test_kernel_totals_summed_block_by_block_over_threads_equal_one_block(big_kernels,
+                                                                           monkeypatch):
+    monkeypatch.setattr(csvrows, "CHUNK_BYTES", 1 << 24)
+    monkeypatch.setattr(parallel, "threads_allowed", lambda: False)
     expected = totals(aggregate.kernel_totals(big_kernels))
-    monkeypatch.setenv(WORKERS, "2")
-    monkeypatch.setattr(aggregate, "RANGE_BYTES", 50_000)
-    assert len(aggregate._ranges(str(big_kernels), 100, os.path.getsize(big_kernels))) > 10
+    monkeypatch.setattr(csvrows, "CHUNK_BYTES", 20_000)  # dozens of blocks
+    monkeypatch.setattr(parallel, "threads_allowed", lambda: True)
     assert totals(aggregate.kernel_totals(big_kernels)) == expected
+    assert sum(count for _, count in expected.values()) == 8 * 591
 
 
-def test_a_ragged_row_sends_the_file_back_to_one_exact_pass(big_kernels, monkeypatch):
+def test_a_ragged_row_late_in_a_large_table_is_skipped_with_its_line(big_kernels, monkeypatch):
     with open(big_kernels, "ab") as handle:
         handle.write(b"1,2,3\n")
-    monkeypatch.setenv(WORKERS, "1")
-    expected = totals(aggregate.kernel_totals(big_kernels))
-    monkeypatch.setenv(WORKERS, "2")
-    monkeypatch.setattr(aggregate, "RANGE_BYTES", 50_000)
-    assert totals(aggregate.kernel_totals(big_kernels)) == expected
+    monkeypatch.setattr(csvrows, "CHUNK_BYTES", 20_000)
+    table = CsvTable(str(big_kernels), columns.KERNEL_DETAILS)
+    assert table.count_rows() == 8 * 591
+    assert table.malformed == (1, f"line {8 * 591 + 2} has 3 columns, the header has 33")
+    assert sum(i.count for i in aggregate.kernel_totals(big_kernels).values()) == 8 * 591
 
 
 def test_check_reads_files_in_parallel_with_the_same_verdicts(tmp_path, monkeypatch):
