@@ -105,17 +105,19 @@ class Server:
 
 
 def start(args=(), *, env, cwd, nproc=2, tp=2, launcher_prefix=("-m", "mindspeed_prof.launch"),
-          ready_timeout=120):
-    """``torchrun --nproc-per-node N [prefix] run_text_generation_server.py <tiny GPT> <args>``
-    in a session of its own; returns once rank 0 listens. ``env`` comes from
-    ``harness.launch.harness_env`` (its ``HARNESS_REPORT_DIR`` receives the server reports)."""
+          ready_timeout=120, script=SERVER_SCRIPT, model=None):
+    """``torchrun --nproc-per-node N [prefix] SCRIPT <model> --port P <args>`` in a session of its
+    own; returns once rank 0 listens. ``env`` comes from ``harness.launch.harness_env`` (its
+    ``HARNESS_REPORT_DIR`` receives the server reports); ``model`` defaults to the tiny GPT's
+    flags (``model_args(tp)``)."""
     port = free_port()
     report_dir = env["HARNESS_REPORT_DIR"]
     os.makedirs(report_dir, exist_ok=True)
     for stale in pathlib.Path(report_dir).glob("server_rank*.json"):
         stale.unlink()
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-               str(nproc), *launcher_prefix, str(SERVER_SCRIPT), *model_args(tp),
+               str(nproc), *launcher_prefix, str(script),
+               *(model_args(tp) if model is None else model),
                "--port", str(port), *map(str, args)]
     out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
     started = time.monotonic()

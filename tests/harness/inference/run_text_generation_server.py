@@ -10,7 +10,6 @@ The model is the harness's tiny megatron-core GPT with random weights (no checkp
 tokenizer reads prompts as space-separated token ids ("3 1 4 1").
 """
 
-import json
 import os
 import sys
 import threading
@@ -31,6 +30,7 @@ from megatron.core.inference.text_generation_server.run_mcore_engine import (  #
 from megatron.training import get_args, get_model, print_rank_0  # noqa: E402
 from megatron.training.initialize import initialize_megatron  # noqa: E402
 
+from server_report import ServerReport  # noqa: E402
 from engine import (  # noqa: E402
     ARGS_DEFAULTS,
     add_text_generate_args,
@@ -39,37 +39,6 @@ from engine import (  # noqa: E402
 )
 
 server_shim.install()
-
-
-class ServerReport:
-    """``{HARNESS_REPORT_DIR}/server_rank{R}.json``: pid, main thread and, per request this rank
-    served, the native id of the thread that ran it (rewritten after every request)."""
-
-    def __init__(self, rank):
-        folder = os.environ.get("HARNESS_REPORT_DIR")
-        self.path = os.path.join(folder, f"server_rank{rank}.json") if folder else None
-        self.data = {"rank": rank, "pid": os.getpid(),
-                     "main_thread": threading.main_thread().native_id, "request_threads": []}
-        self.write()
-
-    def write(self):
-        if self.path is None:
-            return
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        with open(self.path + ".tmp", "w") as handle:
-            json.dump(self.data, handle)
-        os.replace(self.path + ".tmp", self.path)
-
-    def spy_on(self, module):
-        """Record the thread of every request ``module.run_mcore_engine`` serves."""
-        serve = module.run_mcore_engine
-
-        def run_mcore_engine_and_record(*args, **kwargs):
-            self.data["request_threads"].append(threading.get_native_id())
-            self.write()
-            return serve(*args, **kwargs)
-
-        module.run_mcore_engine = run_mcore_engine_and_record
 
 
 @torch.inference_mode()
