@@ -41,3 +41,9 @@ def window_dir(save_path, start, end, prefix="iter"):
     last = "end" if end is None else end - 1
     return os.path.join(save_path, WINDOW_DIR_TEMPLATE.format(prefix=prefix, first=start,
                                                               last=last))
+
+
+def role_dir(save_path, role, stage=None):
+    """An RL role's save path, ``{save}/{role}/``, or one selected stage's, ``{save}/{role}/{stage}/``
+    (DESIGN §6): each a complete save path with its own manifests and window folders."""
+    return os.path.join(save_path, role, stage) if stage else os.path.join(save_path, role)

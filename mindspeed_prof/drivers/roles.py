@@ -25,10 +25,10 @@ step; without ``profile_stages`` only the step's first block is recorded.
 
 import contextlib
 import operator
-import os
 import threading
 from typing import Dict, Optional
 
+from .. import layout
 from ..config import ProfilerConfig
 from ..environment import rank_from_env
 from ..errors import ConfigError
@@ -53,7 +53,7 @@ class RoleProfiler:
         self.world_size = max(env_world if world_size is None else world_size, self.rank + 1)
         self.total_steps = total_steps
         self.stages = tuple(config.profile_stages)
-        self.save_path = os.path.join(config.profile_save_path, role)
+        self.save_path = layout.role_dir(config.profile_save_path, role)
         self._current = None  # the RL step running now
         self._last = None     # the last RL step begun
         self._thread = None   # the thread that runs the current step
@@ -66,8 +66,7 @@ class RoleProfiler:
                     config, rank=self.rank, world_size=self.world_size,
                     local_rank=env_local if local_rank is None else local_rank, unit=RL_STEP,
                     role=role, session_per_unit=True,
-                    save_path=self.save_path if stage is None else os.path.join(self.save_path,
-                                                                                stage))
+                    save_path=layout.role_dir(config.profile_save_path, role, stage))
                 self.recorders[stage] = recorder
                 recorder.arm(first=1, last=total_steps)
                 if recorder.manifest is not None and stage is not None:
