@@ -15,7 +15,8 @@ import os
 import re
 
 MANIFEST_TEMPLATE = "profile_manifest_rank{rank}.json"
-MANIFEST_RE = re.compile(r"^profile_manifest_rank(\d+)\.json$")
+# profile_manifest_rank{R}.{run}.json: another job's manifest already had the plain name
+MANIFEST_RE = re.compile(r"^profile_manifest_rank(\d+)(?:\.([A-Za-z0-9_-]+))?\.json$")
 TORCH_TRACE_TEMPLATE = "rank{rank}.{time_ns}.pt.trace.json"
 TORCH_TRACE_RE = re.compile(r"^rank(\d+)\.(\d+)\.pt\.trace\.json(\.gz)?$")
 ASCEND_PT_SUFFIX = "_ascend_pt"

@@ -4,9 +4,16 @@ Written when the rank arms (status ``armed``), rewritten at every state change, 
 atomically (temp file + rename) so a crash never leaves half a manifest. ``mindspeed-prof check``
 reads it to know which ranks and iterations to expect.
 
+Two jobs may write into one save path (the default ``./profile_dir`` makes it common): a manifest
+another process wrote is never replaced. This run's then takes the name
+``profile_manifest_rank{R}.{run_id}.json``, and ``check``/``summary`` judge each rank by its newest
+manifest and name the runs they left out.
+
 Schema (version 1)::
 
     schema, tool, tool_version, rank, world_size, local_rank, hostname, pid,
+    run_id                what the job's ranks share: torchrun's run id, else SLURM's
+                          job.step, else host-pid (see ``job_run_id``)
     selected_ranks        resolved global ranks of the job (null when unknown)
     backend               "npu" | "torch"
     config                ProfilerConfig as a dict
@@ -27,6 +34,7 @@ Schema (version 1)::
 
 import json
 import os
+import re
 import socket
 import threading
 import time
@@ -39,10 +47,47 @@ STATUSES = ("armed", "running", "parsing", "unparsed", "complete", "cut", "faile
             "incomplete")
 
 
+def job_run_id(env=None):
+    """An id the ranks of one job share without talking: torchrun's ``TORCHELASTIC_RUN_ID`` (a
+    fresh uuid with ``--standalone``; ``none`` when not given), else SLURM's job and step, else
+    this process (a plain loop, or ranks that share nothing: told apart by rank collisions)."""
+    env = os.environ if env is None else env
+    run = env.get("TORCHELASTIC_RUN_ID", "")
+    if run and run != "none":
+        return run
+    if env.get("SLURM_JOB_ID"):
+        step = env.get("SLURM_STEP_ID")
+        return f"slurm{env['SLURM_JOB_ID']}" + (f".{step}" if step else "")
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def _claim(path, hostname, pid, run_id):
+    """``path``, unless another process's manifest is there: then a name of this run's own."""
+    base, ext = os.path.splitext(path)
+    tag = re.sub(r"[^A-Za-z0-9_-]+", "-", run_id)[:24].strip("-") or "run"
+    for candidate in [path] + [f"{base}.{tag}{f'-{n}' if n else ''}{ext}" for n in range(100)]:
+        try:
+            os.close(os.open(candidate, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+            return candidate  # claimed: a job starting at the same moment takes another name
+        except FileExistsError:
+            try:
+                with open(candidate) as handle:
+                    data = json.load(handle)
+            except (OSError, ValueError):
+                continue
+            if isinstance(data, dict) and data.get("hostname") == hostname \
+                    and data.get("pid") == pid:
+                return candidate  # this process's own (a recorder made again): rewritten
+        except OSError:
+            return path  # no save path yet, or unwritable: the first save reports it
+    return path
+
+
 class Manifest:
     def __init__(self, path, *, rank, world_size, local_rank=None, backend, config,
                  selected_ranks=None, parallel=None, versions=None):
-        self.path = path
+        hostname, pid, run_id = socket.gethostname(), os.getpid(), job_run_id()
+        self.path = _claim(path, hostname, pid, run_id)
         self._lock = threading.Lock()  # the export thread and the training thread both save
         self._write_failed = False
         self.data = {
@@ -52,8 +97,9 @@ class Manifest:
             "rank": rank,
             "world_size": world_size,
             "local_rank": local_rank,
-            "hostname": socket.gethostname(),
-            "pid": os.getpid(),
+            "hostname": hostname,
+            "pid": pid,
+            "run_id": run_id,
             "selected_ranks": selected_ranks,
             "backend": backend,
             "config": config.as_dict(),
@@ -66,6 +112,7 @@ class Manifest:
             "warnings": [],
             "files": [],
             "started_at": _now(),
+            "started_ns": time.time_ns(),  # orders two runs that started in the same second
             "updated_at": _now(),
         }
 

@@ -9,7 +9,7 @@ import os
 
 from ..errors import ConfigError
 from . import discover as discovery
-from . import filecheck, parallel
+from . import filecheck, jobruns, parallel
 from .report import INCOMPLETE, MISSING, RankReport, Report, worst
 from .runcheck import Kept, check_run, files_to_check
 
@@ -80,18 +80,16 @@ def _read_files(runs):
 
 
 def _manifests(found, report):
-    manifests = {}
+    """Each rank's newest manifest; older runs' manifests and the captures they list are left
+    out, and named (two jobs in one save path are never merged without a word)."""
     for entry in found.manifests:
         if entry.error:
             report.warnings.append(entry.error)
-        if entry.data is None:
-            continue
-        if entry.rank in manifests:
-            report.warnings.append(f"several manifests for rank {entry.rank}: using "
-                                   f"{manifests[entry.rank].rel}, ignoring {entry.rel}")
-            continue
-        manifests[entry.rank] = entry
-    return manifests
+    runs = jobruns.newest_per_rank(found.manifests)
+    if runs.left_out:
+        report.warnings.append(runs.note())
+        found.runs = jobruns.keep_runs(found.runs, runs)
+    return runs.chosen
 
 
 def _expected(manifests):

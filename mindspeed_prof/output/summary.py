@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ConfigError
 from ..layout import ASCEND_OUTPUT_DIR
-from . import aggregate, columns, parallel, requests, torchtrace
+from . import aggregate, columns, jobruns, parallel, requests, torchtrace
 from .aggregate import Item
 from .csvtable import CsvTable, number
 from .discover import discover
@@ -77,6 +77,10 @@ def summarize_directory(path, top=10):
         raise ConfigError(f"--top {top} must be >= 1.")
     found = discover(path)
     summary = Summary(directory=found.root, top=top)
+    runs = jobruns.newest_per_rank(found.manifests)
+    if runs.left_out:  # two jobs in one save path: the newest run per rank, the others named
+        summary.notes.append(runs.note())
+        found.runs = jobruns.keep_runs(found.runs, runs)
     by_rank = {}
     for run in found.runs:
         if run.rank is None:

@@ -20,5 +20,15 @@ def step_ids(trace_path):
 
 
 def manifest(directory, rank):
-    with open(os.path.join(directory, f"profile_manifest_rank{rank}.json")) as handle:
-        return json.load(handle)
+    """Rank ``rank``'s newest manifest (a run whose plain name was taken writes
+    ``profile_manifest_rank{R}.{run}.json``)."""
+    found = []
+    for path in glob.glob(os.path.join(directory, f"profile_manifest_rank{rank}*.json")):
+        if re.match(rf"^profile_manifest_rank{rank}(\.[A-Za-z0-9_-]+)?\.json$",
+                    os.path.basename(path)):
+            with open(path) as handle:
+                data = json.load(handle)
+            found.append((data.get("started_at") or "", data.get("started_ns") or 0, path, data))
+    if not found:
+        raise FileNotFoundError(f"no profile_manifest_rank{rank}*.json in {directory}")
+    return max(found, key=lambda item: item[:3])[3]
