@@ -121,7 +121,10 @@ class WindowRecorder:
         if self.active:
             check_save_path(self.save_path, self.rank, self.backend_name)
             self._budget = budget.RankBudget(self.config, self.backend_name, self.selected_ranks)
-            self._budget.check_start(plans, self.save_path, self._selected_on_this_node())
+            # Without a known end, repeated windows are planned far ahead but only their first
+            # is sure to happen: estimate that one; the live check bounds the rest.
+            sure = plans if self._last is not None else plans[:1]
+            self._budget.check_start(sure, self.save_path, self._selected_on_this_node())
         if not (self.active or self.polling):
             return
         self._queue = self._sessions(plans if self.active else [])

@@ -154,3 +154,13 @@ def test_iteration_unit_keeps_the_training_layout(tmp_path):
     recorder.close()
     assert step_ids(torch_traces(tmp_path / "prof")[0]) == [2, 3]
     assert read_manifest(tmp_path / "prof")["unit"] == "iteration"
+
+
+def test_repeated_windows_without_a_known_end_are_not_all_charged_at_start(tmp_path):
+    # --profile-every with no last unit plans 10,000 windows ahead; only the first is certain.
+    recorder = WindowRecorder(config(tmp_path, profile_every=10, profile_max_gb=1.0),
+                              unit=REQUEST, session_per_unit=True)
+    recorder.arm(first=1)
+    run(recorder, range(1, 4))
+    recorder.close()
+    assert [step_ids(t) for t in torch_traces(tmp_path / "prof" / "req_2-2")] == [[2]]
