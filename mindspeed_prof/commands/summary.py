@@ -32,7 +32,9 @@ def run(args):
     from mindspeed_prof.output.summary import summarize_directory
 
     roots = role_roots(args.directory)
-    if roots:  # RL output: one cross-role table per profiled RL step
+    # RL output: one cross-role table per profiled RL step; one role's (or stage's) own folder
+    # gets the per-rank breakdown and top operators below, as a training save path does.
+    if roots and not (len(roots) == 1 and roots[0].rel == "."):
         return _roles(args, roots)
     summary = summarize_directory(args.directory, top=args.top)
     plotted = None

@@ -64,6 +64,9 @@ def role_summary_table(summary):
         lines += ["", f"RL step {step}", _columns(table)]
     if any(row["step_us"] is None for step in summary.steps for row in summary.table(step)):
         lines += ["", "(STEP in parentheses: only selected stages were recorded; their sum)"]
+    if summary.roots:
+        lines += ["", "Per-rank breakdown and top operators of one role or stage:"]
+        lines += [f"  mindspeed-prof summary {path}" for path in summary.roots]
     lines += [f"note: {n}" for n in summary.notes]
     return "\n".join(lines)
 

@@ -38,6 +38,7 @@ class RoleSummary:
     # step -> role -> rank -> RankStep
     steps: Dict[int, Dict[str, Dict[int, RankStep]]] = field(default_factory=dict)
     notes: List[str] = field(default_factory=list)
+    roots: List[str] = field(default_factory=list)  # each role's (or stage's) folder
 
     def table(self, step):
         """Rows of the cross-role table of ``step``: one per role."""
@@ -63,7 +64,7 @@ class RoleSummary:
 
 
 def summarize_roles(path: str, roots: List[RoleRoot]) -> RoleSummary:
-    summary = RoleSummary(directory=os.path.abspath(path))
+    summary = RoleSummary(directory=os.path.abspath(path), roots=[root.path for root in roots])
     for root in roots:
         for run in discover(root.path).runs:
             if run.rank is None:

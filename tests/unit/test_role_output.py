@@ -71,3 +71,15 @@ def test_captures_outside_every_role_folder_are_named(tmp_path, capsys):
     assert code == 0
     assert any("rank0.123.pt.trace.json lies outside every role folder" in w
                for w in report["warnings"])
+
+
+def test_summary_of_one_roles_folder_gives_its_per_rank_breakdown_and_operators(tmp_path, capsys):
+    save = tmp_path / "prof"
+    profile_role(save, "rollout", 0, stages=("sync_weights", "generate"))
+    profile_role(save, "ref", 0)
+    capsys.readouterr()
+    code, out, _ = run_cli(capsys, "summary", save)
+    assert code == 0 and f"mindspeed-prof summary {save / 'rollout'}" in out
+    code, report = run_cli_json(capsys, "summary", save / "rollout")
+    assert code == 0 and [r["rank"] for r in report["ranks"]] == [0]
+    assert any(op["name"] == "aten::randn" for op in report["ranks"][0]["top_ops"])
