@@ -27,6 +27,8 @@ import torch.multiprocessing as mp
 
 ROLES = (("actor", 2), ("ref", 1), ("rollout", 1))
 REPLY_TIMEOUT_S = 120
+# A role process whose controller died (killed by a test's timeout) ends itself after this long.
+ORPHAN_TIMEOUT_S = 2 * REPLY_TIMEOUT_S
 
 
 def _free_port():
@@ -72,14 +74,14 @@ def worker(role, rank, world_size, port, config, total_steps, inbox, outbox, rep
         raise ValueError(f"unknown command {command!r}")
 
     while True:
-        message = inbox.get()
+        message = inbox.get(timeout=ORPHAN_TIMEOUT_S)
         if message[0] == "stop":
             break
         step = message[1]
         with prof.step(step):
             report["steps"].append(step)
             while True:
-                command, payload = inbox.get()
+                command, payload = inbox.get(timeout=ORPHAN_TIMEOUT_S)
                 if command == "end":
                     break
                 with prof.stage(command):
@@ -107,7 +109,7 @@ class Controller:
                 inbox = context.Queue()
                 self.inboxes[(role, rank)] = inbox
                 process = context.Process(
-                    target=worker, name=f"{role}{rank}",
+                    target=worker, name=f"{role}{rank}", daemon=True,
                     args=(role, rank, world_size, port, config, total_steps, inbox, self.outbox,
                           report_dir))
                 process.start()
