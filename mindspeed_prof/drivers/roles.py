@@ -88,6 +88,11 @@ class RoleProfiler:
 
     def step(self, step: int):
         """Context manager around RL step ``step`` (the controller's number, increasing)."""
+        if self._current is not None and threading.get_ident() != self._thread:
+            raise RuntimeError(
+                f"role {self.role!r}: step({step}) on thread {threading.current_thread().name!r} "
+                f"while step({self._current}) runs on another thread; one process records one "
+                f"thread's session at a time: run a role's steps one after the other.")
         if self._current is not None:
             raise RuntimeError(f"role {self.role!r}: step({step}) inside step({self._current}); "
                                f"RL steps do not nest: leave one before entering the next.")

@@ -134,6 +134,26 @@ def test_stage_called_from_another_thread_than_the_step_is_a_clear_error(tmp_pat
     assert "call step() and stage() on the thread that computes" in caught[0]
 
 
+def test_a_step_entered_on_another_thread_while_one_runs_is_a_clear_error(tmp_path):
+    config = roles_config(tmp_path, actor={"profile_steps": "1"})
+    prof = mindspeed_prof.role_profiler("actor", config, rank=0, world_size=1, total_steps=2)
+    caught = []
+
+    def other_thread():
+        try:
+            prof.step(2)
+        except RuntimeError as exc:
+            caught.append(str(exc))
+
+    with prof.step(1):
+        thread = threading.Thread(target=other_thread, name="worker-2")
+        thread.start()
+        thread.join()
+    prof.close()
+    assert len(caught) == 1
+    assert "step(2) on thread 'worker-2' while step(1) runs on another thread" in caught[0]
+
+
 def test_steps_must_increase_and_not_nest(tmp_path):
     config = roles_config(tmp_path, actor={"profile_steps": "1"})
     prof = mindspeed_prof.role_profiler("actor", config, rank=0, world_size=1, total_steps=3)
