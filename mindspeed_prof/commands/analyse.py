@@ -76,6 +76,7 @@ def pending(directory, everything):
 def run(args):
     from mindspeed_prof.commands.check import expected_ranks
     from mindspeed_prof.output.checker import check_directory
+    from mindspeed_prof.output.progress import Progress
     from mindspeed_prof.output.render_check import check_json, check_table
 
     if not os.path.isdir(args.directory):
@@ -96,13 +97,17 @@ def run(args):
         kwargs["export_type"] = list(args.export_type)
     elif args.export_type:
         _say("warning: this torch_npu's analyse() has no export_type; --export-type ignored.")
-    for capture in to_parse:
-        _say(f"parsing {capture.rel} ...")
-        try:
-            with _stdout_to_stderr():
-                analyse(capture.path, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - one capture's failure must not stop the rest
-            _say(f"error: torch_npu analyse failed on {capture.rel}: {type(exc).__name__}: {exc}")
+    with Progress("analyse", len(to_parse), unit="captures") as bar:
+        for capture in to_parse:
+            bar.close()  # torch_npu's own lines and ours start on a clean line
+            _say(f"parsing {capture.rel} ...")
+            try:
+                with _stdout_to_stderr():
+                    analyse(capture.path, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - one capture's failure must not stop the rest
+                _say(f"error: torch_npu analyse failed on {capture.rel}: "
+                     f"{type(exc).__name__}: {exc}")
+            bar.advance(1)
     report = check_directory(args.directory, wanted)
     print(check_json(report) if args.json else check_table(report))
     return report.exit_code

@@ -10,6 +10,7 @@ import os
 from ..errors import ConfigError
 from . import discover as discovery
 from . import filecheck, jobruns, parallel
+from .progress import Progress
 from .report import INCOMPLETE, MISSING, RankReport, Report, worst
 from .runcheck import Kept, check_run, files_to_check
 
@@ -72,10 +73,12 @@ def _read_files(runs):
                 continue  # check_run reports it
     paths = sorted(sizes, key=sizes.get, reverse=True)  # the biggest first keep workers busy
     workers = parallel.workers_for(sum(sizes.values()), len(paths))
-    if workers <= 1:
-        return {}  # check_run reads each file as it goes
-    results = parallel.run(filecheck.check_file, [(p, os.path.basename(p)) for p in paths],
-                           workers, warm=filecheck.load_parsers)
+    with Progress("check", sum(sizes.values())) as bar:
+        if workers <= 1 and not bar.enabled:
+            return {}  # check_run reads each file as it goes
+        results = parallel.run(filecheck.check_file, [(p, os.path.basename(p)) for p in paths],
+                               workers, warm=filecheck.load_parsers,
+                               done=lambda i: bar.advance(sizes[paths[i]]))
     return dict(zip(paths, results))
 
 

@@ -9,7 +9,7 @@ pool (no fork, no semaphores in a sandbox) falls back to doing the work here.
 
 import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 
 PARALLEL_MIN_BYTES = 96 << 20
@@ -43,14 +43,16 @@ def threads_allowed():
     return not _in_worker and cpu_count() > 1
 
 
-def run(func, calls, workers, warm=None):
+def run(func, calls, workers, warm=None, done=None):
     """``[func(*args) for args in calls]``, in order, over ``workers`` processes.
 
     ``warm``: run here before the fork, to load what every worker needs (the parsers'
     libraries, pyarrow's compute functions: ~45 MB on first use) once; the workers then share
-    those pages instead of each making its own (figure 5: summary's PSS 273 -> 226 MiB)."""
+    those pages instead of each making its own (figure 5: summary's PSS 273 -> 226 MiB).
+    ``done(i)``: called here as each call finishes, in any order (a progress bar)."""
+    done = done or (lambda i: None)
     if workers <= 1 or len(calls) <= 1:
-        return [func(*args) for args in calls]
+        return _here(func, calls, done)
     if warm is not None:
         try:
             warm()
@@ -62,9 +64,22 @@ def run(func, calls, workers, warm=None):
             if "fork" in multiprocessing.get_all_start_methods() else None
         with ProcessPoolExecutor(max_workers=workers, mp_context=context,
                                  initializer=_mark_worker) as pool:
-            return list(pool.map(func, *zip(*calls)))
+            futures = {pool.submit(func, *args): i for i, args in enumerate(calls)}
+            results = [None] * len(calls)
+            for future in as_completed(futures):
+                results[futures[future]] = future.result()
+                done(futures[future])
+            return results
     except (OSError, BrokenProcessPool, ImportError, NotImplementedError, PermissionError):
-        return [func(*args) for args in calls]
+        return _here(func, calls, done)
+
+
+def _here(func, calls, done):
+    results = []
+    for i, args in enumerate(calls):
+        results.append(func(*args))
+        done(i)
+    return results
 
 
 def _mark_worker():

@@ -18,6 +18,7 @@ from .aggregate import Item
 from .csvtable import CsvTable, number
 from .discover import discover
 from .errors import CorruptFile
+from .progress import Progress
 
 EXPLAINING = columns.STEP_PARTS
 
@@ -92,8 +93,10 @@ def summarize_directory(path, top=10):
             for r in sorted(by_rank[rank], key=lambda r: (r.timestamp or "", r.rel))]
     sizes = [_main_file_size(r) for r in runs]
     calls = [(r.backend, r.path, r.rel, r.rank) for r in runs]
-    partials = parallel.run(read_capture, calls, parallel.workers_for(sum(sizes), len(calls)),
-                            warm=aggregate.load_parsers)
+    with Progress("summary", sum(sizes)) as bar:
+        partials = parallel.run(read_capture, calls,
+                                parallel.workers_for(sum(sizes), len(calls)),
+                                warm=aggregate.load_parsers, done=lambda i: bar.advance(sizes[i]))
     for rank in sorted(by_rank):
         rank_summary = RankSummary(rank=rank)
         for partial in (p for p in partials if p.rank == rank):
