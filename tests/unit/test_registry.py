@@ -111,17 +111,30 @@ def test_decorators_must_be_named_as_wrappers():
         PatchRegistry().register("host.training.train_step", hook)
 
 
+def test_a_function_already_wearing_our_wrapper_under_another_name_is_not_wrapped_again(host):
+    # MindSpeed-LLM's train replaces Megatron's: wrapping Megatron's name rebinds MindSpeed-LLM's.
+    training, llm = host
+    calls = []
+    wrapper = counting_wrapper(calls)
+    registry = PatchRegistry()
+    registry.register("host.training.train_step", wrapper)
+    registry.register("host.llm_training.train_step", wrapper)
+    registry.apply()
+    llm.train_step(2)
+    assert calls == [(2,)]
+
+
 @pytest.fixture
 def mindspeed(monkeypatch):
     """MindSpeed's patch manager (a mirror of its documented semantics) active in the process."""
     monkeypatch.syspath_prepend(FAKES)
-    for name in [n for n in sys.modules if n == "mindspeed" or n.startswith("mindspeed.")]:
+    for name in [n for n in sys.modules if n.split(".")[0] in ("mindspeed", "mindspeed_llm")]:
         monkeypatch.delitem(sys.modules, name)
     import mindspeed.patch_utils as patch_utils
     patch_utils.MindSpeedPatchesManager.patches_info.clear()
     yield patch_utils.MindSpeedPatchesManager
     patch_utils.MindSpeedPatchesManager.patches_info.clear()
-    for name in [n for n in sys.modules if n == "mindspeed" or n.startswith("mindspeed.")]:
+    for name in [n for n in sys.modules if n.split(".")[0] in ("mindspeed", "mindspeed_llm")]:
         sys.modules.pop(name, None)
 
 
@@ -166,6 +179,37 @@ def test_mindspeed_remove_patches_then_ensure_puts_ours_back(host, mindspeed):
     training.train_step(3)
     assert calls == [(3,)]
     assert in_chain(training.train_step, registry.patches["host.training.train_step"].marker)
+
+
+def test_following_mindspeed_puts_ours_back_after_remove_patches_and_reapply(host, mindspeed):
+    # MindSpeed's repatch(): remove_patches() forgets every wrapper, the re-apply brings back only
+    # what features register; nobody calls ensure() in between.
+    import mindspeed.patch_utils as patch_utils
+    training, _ = host
+    calls = []
+    registry = PatchRegistry()
+    registry.follow_mindspeed(patch_utils)
+    registry.register("host.training.train_step", counting_wrapper(calls))
+    registry.apply()
+    mindspeed.remove_patches()
+    mindspeed.apply_patches()
+    training.train_step(4)
+    assert calls == [(4,)]
+    registry.undo()
+
+
+def test_undo_stops_following_mindspeed(host, mindspeed):
+    import mindspeed.patch_utils as patch_utils
+    training, _ = host
+    own_apply = mindspeed.apply_patches
+    registry = PatchRegistry()
+    registry.follow_mindspeed(patch_utils)
+    registry.register("host.training.train_step", counting_wrapper([]))
+    registry.apply()
+    registry.undo()
+    assert mindspeed.apply_patches is own_apply
+    mindspeed.apply_patches()
+    assert training.train_step is host_step
 
 
 def test_undo_through_mindspeed_removes_only_our_wrapper(host, mindspeed):

@@ -1,35 +1,16 @@
-"""Mirror of ``mindspeed.features_manager``: a feature list iterated at call time."""
+"""Mirror of ``mindspeed.features_manager``: the feature classes, and MindSpeed's default list
+set when this package is imported (as ``set_default_features_list()`` does)."""
 
 from .feature import MindSpeedFeature
+from .features_manager import MindSpeedFeaturesManager
+
+__all__ = ["MindSpeedFeature", "MindSpeedFeaturesManager", "create_features_list"]
 
 
-class MindSpeedFeaturesManager:
-    # Built when this module is imported, as MindSpeed's create_features_list() does.
-    FEATURES_LIST = []
-
-    @classmethod
-    def register_features_args(cls, parser):
-        for feature in cls.FEATURES_LIST:
-            feature.register_args(parser)
-
-    @classmethod
-    def post_validate_features_args(cls, args):
-        for feature in cls.FEATURES_LIST:
-            feature.post_validate_args(args)
-
-    @classmethod
-    def apply_features_patches(cls, patch_manager, args):
-        for feature in cls.FEATURES_LIST:
-            feature.register_patches(patch_manager, args)
-        patch_manager.apply_patches()
-
-
-__all__ = ["MindSpeedFeature", "MindSpeedFeaturesManager"]
-
-
-def _default_features():
+def create_features_list():
+    from .megatron_basic import MegatronBasicFeature
     from .profile import ProfileFeature
-    return [ProfileFeature()]
+    return [MegatronBasicFeature(), ProfileFeature()]
 
 
-MindSpeedFeaturesManager.FEATURES_LIST.extend(_default_features())
+MindSpeedFeaturesManager.set_features_list(create_features_list())
