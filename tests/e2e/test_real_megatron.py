@@ -11,21 +11,13 @@ import sys
 
 import pytest
 
-from harness.real_megatron import overlay
+from harness.real_megatron import TINY, overlay
 from helpers.traces import step_ids, torch_traces
 
 CHECKOUT = os.environ.get("MEGATRON_LM_PATH")
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(
     not CHECKOUT, reason="MEGATRON_LM_PATH is not set (point it at a Megatron-LM checkout "
                          "matching the installed megatron-core to run the real-Megatron tier)")]
-
-TINY = ("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 "
-        "--max-position-embeddings 64 --micro-batch-size 1 --global-batch-size 4 --train-iters 6 "
-        "--lr 1e-3 --mock-data --tokenizer-type NullTokenizer --vocab-size 4096 "
-        "--transformer-impl local --use-cpu-initialization --distributed-backend gloo "
-        "--eval-iters 0 --eval-interval 1000 --split 100,0,0 --no-persist-layer-norm "
-        "--no-masked-softmax-fusion --no-bias-gelu-fusion --no-bias-dropout-fusion "
-        "--no-gradient-accumulation-fusion --log-interval 1").split()
 
 
 def test_real_pretrain_gpt_profiles_rank_1_at_iterations_3_and_4(tmp_path):
