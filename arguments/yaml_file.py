@@ -40,6 +40,10 @@ def _value_fits(kind, value):
 def check_values(values, where):
     """Refuse unknown keys and wrongly typed values; ``where`` names their source in messages."""
     for key, value in values.items():
+        if key == "roles":  # arguments/roles.py takes it out before anything else is checked
+            raise ConfigError(f"{where}: 'roles' is an RL role YAML's key, read by "
+                              f"mindspeed_prof.role_profiler in each role's worker; a training "
+                              f"run takes only profile_* keys: drop 'roles' here.")
         if key not in KNOBS or key == "profile_config":
             valid = [k for k in KNOBS if k != "profile_config"]
             close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.6)

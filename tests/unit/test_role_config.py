@@ -111,3 +111,11 @@ def test_without_config_the_role_yaml_named_by_mindspeed_prof_config_is_read(rl_
     assert config.profile_level == "level1"
     with pytest.raises(ConfigError, match=r"MINDSPEED_PROF_CONFIG=.*rl.yaml: unknown role 'critic'"):
         role_config("critic", None, environ={"MINDSPEED_PROF_CONFIG": rl_yaml})
+
+
+def test_a_role_yaml_given_to_training_says_roles_is_for_role_profiler(rl_yaml):
+    from mindspeed_prof.arguments import parse_profile_flags
+
+    with pytest.raises(ConfigError, match="'roles' is an RL role YAML's key, read by "
+                                          "mindspeed_prof.role_profiler"):
+        parse_profile_flags(["--profile", "--profile-config", rl_yaml], environ={})
