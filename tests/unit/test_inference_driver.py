@@ -6,9 +6,8 @@ import csv
 import glob
 import os
 
-import pytest
-
 from helpers.inference import armed, config, events, one_request, serve
+from helpers.npu import fake_npu  # noqa: F401 - a fixture
 from helpers.traces import manifest, step_ids, torch_traces
 from mindspeed_prof import trigger
 
@@ -97,20 +96,6 @@ def test_a_trigger_written_between_requests_profiles_the_next_requests(tmp_path)
     save = tmp_path / "prof"
     assert sorted(p for p in os.listdir(save) if p.startswith("req_")) == ["req_3-3", "req_4-4"]
     assert [step_ids(t) for t in torch_traces(save)] == [[3], [4]]
-
-
-@pytest.fixture
-def fake_npu(monkeypatch):
-    from fakes.loader import FAKES_DIR, load_fake_torch_npu, unload_fake_torch_npu
-
-    monkeypatch.setenv("RANK", "0")  # torch_npu names profiler_info_{RANK}.json after it
-    yield load_fake_torch_npu("2.7.1")
-    import sys
-    sys.modules["torch_npu.profiler.analysis"].wait_for_async_parses(timeout=60)
-    unload_fake_torch_npu()
-    while FAKES_DIR in sys.path:
-        sys.path.remove(FAKES_DIR)
-    os.environ.pop("FAKE_TORCH_NPU_VERSION", None)
 
 
 def test_npu_captures_are_one_per_request_named_after_rank_and_request(tmp_path, fake_npu):

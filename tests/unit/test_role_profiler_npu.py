@@ -4,28 +4,14 @@ step ids equal to RL steps, and check/summary reading them."""
 import csv
 import glob
 import os
-import sys
 
-import pytest
 import torch
 
 import mindspeed_prof
 from helpers.cli import run_cli, run_cli_json
+from helpers.npu import fake_npu  # noqa: F401 - a fixture
 
 MODEL = torch.nn.Linear(16, 16)
-
-
-@pytest.fixture
-def fake_npu(monkeypatch):
-    from fakes.loader import FAKES_DIR, load_fake_torch_npu, unload_fake_torch_npu
-
-    monkeypatch.setenv("RANK", "0")  # torch_npu names profiler_info_{RANK}.json after it
-    yield load_fake_torch_npu("2.7.1")
-    sys.modules["torch_npu.profiler.analysis"].wait_for_async_parses(timeout=60)
-    unload_fake_torch_npu()
-    while FAKES_DIR in sys.path:
-        sys.path.remove(FAKES_DIR)
-    os.environ.pop("FAKE_TORCH_NPU_VERSION", None)
 
 
 def npu_config(save, **roles):
