@@ -34,14 +34,49 @@ DECODE = "decode"
 _NO_RANGE = contextlib.nullcontext()
 
 
+class RequestRecorder(WindowRecorder):
+    """A server's window recorder: a session per request, and a close (whoever calls it: the
+    driver, the exit flush, SIGTERM) that says whether the server stopped inside a window."""
+
+    def __init__(self, config, **kwargs):
+        super().__init__(config, unit=REQUEST, session_per_unit=True, **kwargs)
+        self.served = 0  # requests started in this process (the driver counts them)
+
+    def close(self, reason: str = "finished", detail: Optional[str] = None,
+              wait_timeout: Optional[float] = None, wait: bool = True) -> None:
+        if not self.closed and self.manifest is not None:
+            self.manifest.data["requests_served"] = self.served
+            self._say_if_cut(reason)
+        super().close(reason, detail or f"after {self.served} requests",
+                      wait_timeout=wait_timeout, wait=wait)
+
+    def _say_if_cut(self, reason):
+        """A server has no last request, so a window may still be open when it stops."""
+        if self.config.profile_trigger_file:
+            return
+        served = self.served
+        for plan in plan_windows(self.config):
+            if plan.end is None or not plan.start <= served < plan.end - 1:
+                continue
+            self.manifest.data["window_cut"] = {"start": plan.start, "end": plan.end,
+                                                "last_served": served}
+            self.report("warning", "stop", f"the server stopped ({reason}) after request "
+                                           f"{served}, before the window of requests "
+                                           f"{plan.start}-{plan.end - 1} completed: requests "
+                                           f"{plan.start}-{served} were recorded")
+
+
 class RequestDriver:
     def __init__(self, config, *, rank: int = 0, world_size: int = 1,
                  local_rank: Optional[int] = None, layout_of=None,
-                 parallel: Optional[dict] = None):
-        self.recorder = WindowRecorder(config, rank=rank, world_size=world_size,
-                                       local_rank=local_rank, layout_of=layout_of,
-                                       parallel=parallel, unit=REQUEST, session_per_unit=True)
-        self.requests = 0  # requests started in this process: the last request's number
+                 parallel: Optional[dict] = None, ending=contextlib.nullcontext):
+        """``ending()`` is entered around the end of every request, where a window's session
+        stops and writes (the Megatron patches hold SIGTERM back there: a flush that ran inside
+        that stop would stop the session a second time)."""
+        self.recorder = RequestRecorder(config, rank=rank, world_size=world_size,
+                                        local_rank=local_rank, layout_of=layout_of,
+                                        parallel=parallel)
+        self._ending = ending
         self._lock = threading.Lock()
         self._local = threading.local()  # per thread: nesting depth and forwards so far
         if self.recorder.idle:
@@ -56,6 +91,11 @@ class RequestDriver:
     @property
     def closed(self) -> bool:
         return self.recorder.closed
+
+    @property
+    def requests(self) -> int:
+        """Requests started in this process: the last request's number."""
+        return self.recorder.served
 
     def arm(self) -> None:
         """Plan the windows in requests; a server has no known last request."""
@@ -74,15 +114,16 @@ class RequestDriver:
                 local.depth = depth
             return
         with self._lock:
-            self.requests += 1
-            n = self.requests
+            self.recorder.served += 1
+            n = self.recorder.served
         local.forwards = 0
         self.recorder.begin(n)
         try:
             yield n
         finally:
             local.depth = depth
-            self.recorder.end(n)
+            with self._ending():
+                self.recorder.end(n)
 
     def forward(self):
         """A labelled range around one forward of the running request (a no-op outside one)."""
@@ -96,30 +137,7 @@ class RequestDriver:
     def close(self, reason: str = "finished", detail: Optional[str] = None,
               wait_timeout: Optional[float] = None) -> None:
         """Flush and write the final manifest; says when the server stopped inside a window."""
-        if self.recorder.closed:
-            return
-        if self.recorder.manifest is not None:
-            self.recorder.manifest.data["requests_served"] = self.requests
-            self._say_if_cut(reason)
-        self.recorder.close(reason, detail or f"after {self.requests} requests",
-                            wait_timeout=wait_timeout)
-
-    def _say_if_cut(self, reason):
-        """A server has no last request, so a window may still be open when it stops."""
-        config = self.recorder.config
-        if config.profile_trigger_file:
-            return
-        served = self.requests
-        for plan in plan_windows(config):
-            if plan.end is None or not plan.start <= served < plan.end - 1:
-                continue
-            self.recorder.manifest.data["window_cut"] = {"start": plan.start, "end": plan.end,
-                                                         "last_served": served}
-            self.recorder.report("warning", "stop", f"the server stopped ({reason}) after "
-                                                    f"request {served}, before the window of "
-                                                    f"requests {plan.start}-{plan.end - 1} "
-                                                    f"completed: requests {plan.start}-{served} "
-                                                    f"were recorded")
+        self.recorder.close(reason, detail, wait_timeout=wait_timeout)
 
     def wait(self, timeout: Optional[float] = None) -> bool:
         return self.recorder.wait(timeout)

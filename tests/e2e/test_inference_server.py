@@ -4,6 +4,7 @@ engine called in a loop, each under torchrun with our launcher (tests/harness/in
 
 import json
 import os
+import signal
 
 import pytest
 
@@ -59,6 +60,27 @@ def test_server_profiles_requests_2_and_3_on_every_rank_on_the_threads_that_ran_
         assert [cpu_op_threads(t) for t in traces] == [{threads[1]}, {threads[2]}]
     main_thread = run.reports[0]["main_thread"]
     assert main_thread not in run.reports[0]["request_threads"]
+    code, report = check(save)
+    assert code == 0 and verdicts(report) == {0: "valid", 1: "valid"}
+
+
+def test_server_stopped_by_sigterm_inside_its_window_flushes_every_rank_and_says_so(tmp_path):
+    save = tmp_path / "prof"
+    server = server_launch.start(window_flags(save, 2, 6), env=env_for(tmp_path), cwd=tmp_path)
+    try:
+        for _ in range(4):
+            server.put(["1 2 3"], tokens_to_generate=4)
+    finally:
+        os.kill(server.process.pid, signal.SIGTERM)  # to torchrun, as SLURM or a container stop
+        run = server.wait(timeout=60)
+    assert run.returncode is not None, run.describe()  # it ended on its own, not killed
+    said = ("the server stopped (signal) after request 4, before the window of requests 2-5 "
+            "completed: requests 2-4 were recorded")
+    for rank in (0, 1):
+        data = manifest(save, rank)
+        assert data["exit"] == {"reason": "signal", "detail": "SIGTERM"}
+        assert data["window_cut"] == {"start": 2, "end": 6, "last_served": 4}
+        assert said in [w["message"] for w in data["warnings"]]
     code, report = check(save)
     assert code == 0 and verdicts(report) == {0: "valid", 1: "valid"}
 
