@@ -43,15 +43,19 @@ def _chain(func):
         func = getattr(func, "__wrapped__", None)
 
 
+def markers(func):
+    """Our patch markers down ``func``'s wrapper chain, outermost first (``target:decorator``)."""
+    return [getattr(f, MARK) for f in _chain(func) if getattr(f, MARK, None)]
+
+
 def in_chain(func, marker):
-    return any(getattr(f, MARK, None) == marker for f in _chain(func))
+    return marker in markers(func)
 
 
 def _wears(func, decorator):
     """``func`` already carries ``decorator``'s wrapper, applied for another target: MindSpeed-LLM's
     ``train`` replaces Megatron's, so wrapping Megatron's name rebinds MindSpeed-LLM's too."""
-    suffix = f":{decorator.__name__}"
-    return any(str(getattr(f, MARK, "")).endswith(suffix) for f in _chain(func))
+    return any(marker.endswith(f":{decorator.__name__}") for marker in markers(func))
 
 
 def _rebind(attr, old, new, skip_module=None):

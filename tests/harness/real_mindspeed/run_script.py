@@ -21,18 +21,9 @@ LOOP = ("megatron.training.training.train", "megatron.training.training.train_st
         "mindspeed_llm.training.training.train")
 
 
-def _our_wrappers(func):
-    """The mindspeed_prof patch markers down ``func``'s __wrapped__ chain, outermost first."""
-    markers, seen = [], set()
-    while func is not None and id(func) not in seen:
-        seen.add(id(func))
-        if getattr(func, "_mindspeed_prof_patch", None):
-            markers.append(func._mindspeed_prof_patch)
-        func = getattr(func, "__wrapped__", None)
-    return markers
-
-
 def report():
+    from mindspeed_prof.patches.registry import markers
+
     manager = sys.modules.get("mindspeed.features_manager.features_manager")
     features = [f.feature_name for f in manager.MindSpeedFeaturesManager.FEATURES_LIST] \
         if manager else None
@@ -40,7 +31,7 @@ def report():
     for target in LOOP:
         module_name, attr = target.rsplit(".", 1)
         if module_name in sys.modules:
-            chains[target] = _our_wrappers(getattr(sys.modules[module_name], attr, None))
+            chains[target] = markers(getattr(sys.modules[module_name], attr, None))
     print(REPORT_TAG + json.dumps({"rank": os.environ.get("RANK"), "features": features,
                                    "chains": chains}), file=sys.stderr, flush=True)
 
