@@ -190,12 +190,16 @@ class RowReader:
 class _Checked:
     """The body's bytes for pyarrow, checked for what pyarrow lets through: NUL bytes, bad
     UTF-8 (in any column, not only the ones read), ``\\r\\n`` (folded to ``\\n``, as ``csv``
-    would read it) and a lone ``\\r`` (pyarrow would end a row there, ``csv`` does not)."""
+    would read it) and a lone ``\\r`` (pyarrow would end a row there, ``csv`` does not).
+
+    Each check is one C-speed scan of a block (ASCII text needs no UTF-8 decoding); lines
+    are counted only to name the line of a fault, by reading the file again up to it."""
 
     def __init__(self, path, start):
+        self._path, self._start = path, start
         self._handle = open(path, "rb")
         self._handle.seek(start)
-        self.line = 1  # lines before the current block, the header included
+        self._offset = start  # file offset of the next byte handed to _scan
         self._carry = b""  # an unfinished UTF-8 sequence or a \r that may precede a \n
         self.error = None
         self.lone_cr = False
@@ -208,36 +212,41 @@ class _Checked:
         data = self._handle.read(CHUNK_BYTES if size is None or size < 0 else size)
         raw = self._carry + data if self._carry else data
         self._carry = b""
-        if not data:
-            if raw:
-                self._check(raw, final=True)
-                self.quotes += raw.count(b'"')
-                self.lone_cr = self.lone_cr or b"\r" in raw.replace(b"\r\n", b"\n")
-            return b"" if self.error else raw
-        keep = _unfinished_tail(raw)
+        keep = _unfinished_tail(raw) if data else 0
         if keep:
             raw, self._carry = raw[:-keep], raw[-keep:]
-        self._check(raw, final=False)
+        return self._scan(raw)
+
+    def _scan(self, raw):
+        if b"\x00" in raw:
+            self._fault(raw.index(b"\x00"), "NUL bytes in the text")
+        elif not raw.isascii():
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                self._fault(exc.start, "not UTF-8 text")
         if self.error is not None:
             return b""
+        self._offset += len(raw)
+        self.quotes += raw.count(b'"')
         if b"\r" in raw:
             folded = raw.replace(b"\r\n", b"\n")
             self.lone_cr = self.lone_cr or b"\r" in folded
             raw = folded
-        self.line += raw.count(b"\n")
-        self.quotes += raw.count(b'"')
         return raw
 
-    def _check(self, raw, final):
-        if b"\x00" in raw:
-            where = self.line + raw.count(b"\n", 0, raw.index(b"\x00")) + 1
-            self.error = CorruptFile(f"line {where}: NUL bytes in the text")
-            return
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            where = self.line + raw.count(b"\n", 0, exc.start) + 1
-            self.error = CorruptFile(f"line {where}: not UTF-8 text")
+    def _fault(self, index, what):
+        """Record the fault at ``index`` of the block being scanned, naming its line."""
+        lines, left = 1, self._offset + index - self._start  # the header is line 1
+        with open(self._path, "rb") as handle:
+            handle.seek(self._start)
+            while left > 0:
+                data = handle.read(min(left, CHUNK_BYTES))
+                if not data:
+                    break
+                lines += data.count(b"\n")
+                left -= len(data)
+        self.error = CorruptFile(f"line {lines + 1}: {what}")
 
     def close(self):
         self.closed = True
