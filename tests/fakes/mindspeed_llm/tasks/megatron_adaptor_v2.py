@@ -13,13 +13,6 @@ def _llm_args():
     return get_mindspeed_args()
 
 
-def execute():
-    MindSpeedFeaturesManager.remove_patches()
-    args = _llm_args()
-    MindSpeedFeaturesManager.apply_features_pre_patches(args)
-    MindSpeedFeaturesManager.apply_features_patches(args)
-
-
 def repatch(config):
     MindSpeedFeaturesManager.remove_patches()
     args = _llm_args()
@@ -27,6 +20,10 @@ def repatch(config):
         setattr(args, key, value)
     MindSpeedFeaturesManager.apply_features_pre_patches(args)
     MindSpeedFeaturesManager.apply_features_patches(args)
+
+
+def execute():  # the real one is repatch() without the config
+    repatch({})
 
 
 execute()
