@@ -2,9 +2,14 @@
 rank, records in its manifest how the run ended, and leaves the training's own failure (exception,
 exit code, signal) exactly as it would have been without the profiler.
 
-Each test is one 2-rank torchrun job of 6 iterations profiling iterations 3-4; the failure strikes
-in iteration 4.
+Each test is one 2-rank torchrun job of 6 iterations profiling iterations 3-4 (3-5 for the
+job-wide signals); the failure strikes in iteration 4. Every rank loads its data with Megatron's
+DataLoader worker processes (the harness's ``--num-workers``, upstream's default 2), as on a
+cluster. A window the failure cuts keeps iteration 3, shows iteration 4 as the partial step, and
+`check` calls it `cut` (exit 1); a window the failure leaves whole stays `valid`.
 """
+
+import signal
 
 import pytest
 
@@ -21,16 +26,26 @@ def flags(save, ranks=("-1",)):
     return profile_flags(save, ranks, 3, 5)
 
 
-def assert_flushed_and_checked(save, ranks):
-    """Each rank's trace is on disk with iteration 3 recorded, and `check` accepts them all."""
+def assert_flushed_and_checked(save, ranks, cut_in=None):
+    """Each rank's trace is on disk with iteration 3 recorded; `check` accepts them all, or, when
+    the failure struck inside iteration ``cut_in``, calls them cut with that partial step."""
     for rank in ranks:
         traces = torch_traces(save)
         mine = [t for t in traces if f"/rank{rank}." in t]
         assert len(mine) == 1, traces
-        assert 3 in step_ids(mine[0])
-        assert manifest(save, rank)["status"] == "complete"
+        data = manifest(save, rank)
+        if cut_in is None:
+            assert 3 in step_ids(mine[0]) and data["status"] == "complete"
+            continue
+        assert step_ids(mine[0]) == list(range(3, cut_in + 1))  # nothing after the cut
+        assert data["status"] == "cut"
+        window = data["windows"][0]
+        assert window["iterations_recorded"] == list(range(3, cut_in))
+        assert window["cut"] == {"reason": data["exit"]["reason"], "in_progress": cut_in}
     code, report = check(save)
-    assert code == 0 and verdicts(report) == {rank: "valid" for rank in ranks}, report
+    expected = "valid" if cut_in is None else "cut"
+    assert code == (0 if cut_in is None else 1), report
+    assert verdicts(report) == {rank: expected for rank in ranks}, report
 
 
 def test_exception_in_the_window_flushes_every_rank_and_propagates_unchanged(tmp_path):
@@ -44,7 +59,8 @@ def test_exception_in_the_window_flushes_every_rank_and_propagates_unchanged(tmp
     assert run.report(0)["end"]["repr"] == repr(RuntimeError(INJECTED.split(": ", 1)[1]))
     for rank in (0, 1):  # rank 1 finished its manifest before the held SIGTERM ended it
         assert manifest(save, rank)["exit"] == {"reason": "exception", "detail": INJECTED}
-    assert_flushed_and_checked(save, [0, 1])
+    assert manifest(save, 1)["exit_events"]["signals"] == ["SIGTERM"]
+    assert_flushed_and_checked(save, [0, 1], cut_in=4)
 
 
 @pytest.mark.parametrize("exit_flags, env", [
@@ -75,18 +91,50 @@ def test_torchrun_sigterm_after_another_rank_failed_flushes_the_surviving_rank(t
     assert run.report(0)["signals"] == ["SIGTERM"]
     assert manifest(save, 0)["exit"] == {"reason": "signal", "detail": "SIGTERM"}
     assert manifest(save, 1)["exit"] == {"reason": "exception", "detail": INJECTED}
-    assert_flushed_and_checked(save, [0, 1])
+    assert_flushed_and_checked(save, [0, 1], cut_in=4)
 
 
 def test_keyboard_interrupt_in_the_window_flushes_and_the_rank_still_dies_of_sigint(tmp_path):
     save = tmp_path / "prof"
     env = env_for(tmp_path, HARNESS_SIGNAL_AT_ITER="4@0", HARNESS_SIGNAL="INT")
-    run = train(tmp_path, flags(save, ranks=("0",)), env=env)
+    # Without DataLoader workers to shut down, rank 0 has ended before torchrun, seeing rank 1
+    # fail on the lost peer, would SIGTERM it: its own exit status is what is compared.
+    run = train(tmp_path, flags(save, ranks=("0",)) + ["--num-workers", "0"], env=env)
     assert worker_exit_codes(run)[0] == -2, run.describe()  # Python's KeyboardInterrupt exit
     assert run.report(0)["end"]["type"] == "KeyboardInterrupt"
     assert manifest(save, 0)["exit"] == {"reason": "interrupted",
                                          "detail": "KeyboardInterrupt (SIGINT)"}
-    assert_flushed_and_checked(save, [0])
+    assert_flushed_and_checked(save, [0], cut_in=4)
+
+
+@pytest.mark.parametrize("signum, exit_reason, rank_end", [
+    (signal.SIGTERM, {"reason": "signal", "detail": "SIGTERM"},
+     {"how": "signal", "signal": "SIGTERM"}),
+    (signal.SIGINT, {"reason": "interrupted", "detail": "KeyboardInterrupt (SIGINT)"},
+     {"how": "exception", "type": "KeyboardInterrupt"}),
+], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_to_the_whole_job_keeps_every_ranks_trace_despite_dying_dataloader_workers(
+        tmp_path, signum, exit_reason, rank_end):
+    # scancel, a SLURM time limit, `timeout`, Ctrl-C or a container stop: the signal reaches
+    # torchrun, every rank and every rank's DataLoader workers at once. The workers' deaths
+    # make torch raise inside whatever Python code runs: the rank's final flush.
+    save = tmp_path / "prof"
+    env = env_for(tmp_path, HARNESS_SLEEP_AT_ITER="4:60")
+    run = train(tmp_path, profile_flags(save, ("-1",), 3, 6) + ["--num-workers", "2"], env=env,
+                signal_job=(signum, 4), timeout=120)
+    assert not run.timed_out and run.duration_s < 60, run.describe()
+    for rank in (0, 1):  # each rank ended the way the signal ends it without the profiler
+        end = run.report(rank)["end"]
+        assert {k: end.get(k) for k in rank_end} == rank_end, run.describe()
+    for rank in (0, 1):
+        data = manifest(save, rank)
+        assert data["exit"] == exit_reason
+        assert data["errors"] == [], data["errors"]  # nothing interrupted the stop or export
+    if signum == signal.SIGTERM:  # the workers died with the job while the ranks flushed
+        assert any("killed by SIGTERM" in child["how"] for rank in (0, 1)
+                   for child in manifest(save, rank).get("exit_events", {})
+                   .get("children_ended", [])), [manifest(save, r) for r in (0, 1)]
+    assert_flushed_and_checked(save, [0, 1], cut_in=4)
 
 
 def test_a_window_that_exit_interval_would_cut_is_refused_before_any_step(tmp_path):
