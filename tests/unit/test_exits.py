@@ -176,3 +176,32 @@ def test_a_forked_child_passes_sigterm_on_without_flushing_its_parents_recorder(
     """)
     assert last_json(done) == {"child": signal.SIGTERM}
     assert "child flushed" not in done.stdout and "parent closed" in done.stdout
+
+
+def test_sigterm_after_close_waits_for_the_export_still_running_then_dies_of_sigterm(tmp_path):
+    # Megatron's normal return closes without waiting (post-training collectives must not wait
+    # for the export); a SIGTERM then must not kill the trace half-written.
+    done = run_child(f"""
+        import torch
+        from mindspeed_prof import ProfilerConfig
+        from mindspeed_prof.drivers.training import ProfilerManager
+        real = torch.profiler.profile.export_chrome_trace
+        def slow(self, path):
+            time.sleep(2)  # a slow disk
+            return real(self, path)
+        torch.profiler.profile.export_chrome_trace = slow
+        config = ProfilerConfig(profile=True, profile_step_start=2, profile_step_end=4,
+                                profile_save_path={str(tmp_path)!r}, profile_backend="torch",
+                                profile_ranks=[0])
+        manager = ProfilerManager(config, rank=0, world_size=1)
+        manager.arm(first_iteration=1, train_iters=4)
+        for n in range(1, 5):
+            manager.step_begin(n); torch.randn(4, 4).sum(); manager.step_end(n)
+        manager.close("finished", wait=False)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)
+    """)
+    assert done.returncode == -signal.SIGTERM, done.stderr
+    data = json.loads((tmp_path / "profile_manifest_rank0.json").read_text())
+    assert data["status"] == "complete", data
+    assert [f for f in os.listdir(tmp_path) if f.endswith(".pt.trace.json")]
