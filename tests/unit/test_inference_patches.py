@@ -109,6 +109,24 @@ def test_mindspeed_llm_generate_is_one_request_through_mindspeeds_patch_manager(
     assert found["folders"] == ["profile_manifest_rank0.json", "req_2-2", "req_3-3"]
 
 
+def test_a_save_path_that_cannot_be_written_stops_the_first_request_with_exit_code_2(tmp_path):
+    (tmp_path / "prof").write_text("a file where the save path should be")
+    script = tmp_path / "scenario.py"
+    script.write_text(f"SAVE = {str(tmp_path / 'prof')!r}\n" + textwrap.dedent(PROLOGUE)
+                      + textwrap.dedent("""
+        from mindspeed_llm.tasks.inference.module import MegatronModuleForCausalLM
+        hook_inference()
+        MegatronModuleForCausalLM().generate()
+        print("generated")
+    """))
+    env = dict(os.environ, PYTHONPATH=fake_mindspeed_llm(tmp_path), MINDSPEED_PROF_AUTOLOAD="0")
+    result = subprocess.run([sys.executable, str(script)], env=env, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "generated" not in result.stdout
+    (line,) = [l for l in result.stderr.splitlines() if "--profile-save-path" in l]
+    assert "is not writable on rank 0" in line and "Traceback" not in result.stderr
+
+
 def test_a_spawned_child_of_a_profiled_process_is_not_armed(tmp_path):
     """The dynamic server starts its HTTP front end and coordinator as multiprocessing children."""
     child = tmp_path / "front_end.py"
