@@ -81,8 +81,7 @@ class RequestDriver:
         self._local = threading.local()  # per thread: nesting depth and forwards so far
         if self.recorder.idle:
             # Nothing to do on this rank: no counting, no ranges (the null object of STYLE).
-            self.request = self._pass_through
-            self.forward = self._no_range
+            self.request = self.forward = self._nothing
 
     @property
     def rank(self) -> int:
@@ -142,10 +141,7 @@ class RequestDriver:
     def wait(self, timeout: Optional[float] = None) -> bool:
         return self.recorder.wait(timeout)
 
-    @contextlib.contextmanager
-    def _pass_through(self) -> Iterator[None]:
-        yield None
-
-    def _no_range(self):
+    @staticmethod
+    def _nothing():
         return _NO_RANGE
 
