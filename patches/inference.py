@@ -60,7 +60,9 @@ def _driver():
     if driver is not None:
         return driver
     config = state.config
-    if config is None or not config.profile:
+    if config is None or not config.profile or state.manager is not None:
+        # Inside a training loop (Megatron's RL rollouts build an engine in train()) the window
+        # flags count iterations, and the training driver owns them: no request is counted.
         return _OFF
     with _lock:
         if state.inference is None:

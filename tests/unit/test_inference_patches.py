@@ -109,6 +109,19 @@ def test_mindspeed_llm_generate_is_one_request_through_mindspeeds_patch_manager(
     assert found["folders"] == ["profile_manifest_rank0.json", "req_2-2", "req_3-3"]
 
 
+def test_generate_inside_a_training_loop_is_no_request(tmp_path):
+    found = run_python(tmp_path, """
+        from mindspeed_llm.tasks.inference.module import MegatronModuleForCausalLM
+        hook_inference()
+        state.manager = object()  # a patched train() is running (RL rollouts inside training)
+        for _ in range(4):
+            MegatronModuleForCausalLM().generate()
+        print(json.dumps({"driver": state.inference is not None,
+                          "written": os.path.exists(SAVE)}))
+    """, fake_mindspeed_llm(tmp_path))
+    assert found == {"driver": False, "written": False}
+
+
 def test_a_save_path_that_cannot_be_written_stops_the_first_request_with_exit_code_2(tmp_path):
     (tmp_path / "prof").write_text("a file where the save path should be")
     script = tmp_path / "scenario.py"
