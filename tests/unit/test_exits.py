@@ -16,12 +16,12 @@ import pytest
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGCHLD"), reason="POSIX signals")
 
 
-def run_child(body, timeout=60):
-    """Run ``body`` in a fresh interpreter; its last stdout line is JSON."""
+def run_child(*body, timeout=60):
+    """Run the ``body`` parts in a fresh interpreter; its last stdout line is JSON."""
     code = textwrap.dedent("""
         import json, os, signal, subprocess, sys, time
         from mindspeed_prof import exits, log
-    """) + textwrap.dedent(body)
+    """) + "".join(textwrap.dedent(part) for part in body)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=timeout)
     return done
@@ -33,13 +33,17 @@ def last_json(done):
     return json.loads(lines[-1])
 
 
+# torch's DataLoader installs this kind of SIGCHLD handler: it raises in whatever code runs.
+WORKER_WITH_TORCHS_SIGCHLD_HANDLER = """
+    def torch_like(signum, frame):
+        raise RuntimeError("DataLoader worker (pid N) is killed by signal: Terminated.")
+    signal.signal(signal.SIGCHLD, torch_like)
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+"""
+
+
 def test_a_child_killed_during_the_final_flush_is_noted_and_does_not_abort_it():
-    # torch's DataLoader installs this kind of SIGCHLD handler: it raises in whatever code runs.
-    done = run_child("""
-        def torch_like(signum, frame):
-            raise RuntimeError("DataLoader worker (pid N) is killed by signal: Terminated.")
-        signal.signal(signal.SIGCHLD, torch_like)
-        worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    done = run_child(WORKER_WITH_TORCHS_SIGCHLD_HANDLER, """
         with exits.final_flush() as events:
             worker.terminate()
             for _ in range(100):
@@ -55,11 +59,7 @@ def test_a_child_killed_during_the_final_flush_is_noted_and_does_not_abort_it():
 
 def test_the_same_child_death_without_the_guard_aborts_the_code_that_runs():
     # The failure the guard exists for, so the test above cannot pass by accident.
-    done = run_child("""
-        def torch_like(signum, frame):
-            raise RuntimeError("DataLoader worker is killed by signal: Terminated.")
-        signal.signal(signal.SIGCHLD, torch_like)
-        worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    done = run_child(WORKER_WITH_TORCHS_SIGCHLD_HANDLER, """
         try:
             worker.terminate()
             for _ in range(100):
