@@ -106,8 +106,8 @@ def install_signal_flush(pin: bool = False) -> None:
         if current is None:
             return  # a handler installed from C: we could not chain to it
         state.previous, state.owner, state.replaced = current, os.getpid(), False
-        state.handler = _on_sigterm
-        signal.signal(signal.SIGTERM, _on_sigterm)
+        state.handler = mindspeed_prof_flush_on_sigterm
+        signal.signal(signal.SIGTERM, mindspeed_prof_flush_on_sigterm)
 
 
 def uninstall_signal_flush() -> None:
@@ -121,7 +121,8 @@ def uninstall_signal_flush() -> None:
             signal.signal(signal.SIGTERM, state.previous)
 
 
-def _on_sigterm(signum, frame):
+def mindspeed_prof_flush_on_sigterm(signum, frame):
+    """The process's SIGTERM handler while ours (named so that a handler dump says whose)."""
     state = _process
     if state.owner == os.getpid():
         with final_flush():
