@@ -59,9 +59,10 @@ setup(
     },
     package_data={"mindspeed_prof.autoload": [PTH_FILE]},
     cmdclass={"build_py": BuildWithAutoload},
-    # msgspec, pyarrow, numpy: the CLI's readers (check/summary); imported lazily, never by
-    # the training side (tests/unit/test_layering.py)
-    install_requires=["torch", "pyyaml", "msgspec>=0.18", "pyarrow>=14", "numpy"],
+    # pysimdjson, msgspec, pyarrow, numpy: the CLI's readers (check/summary); imported lazily,
+    # never by the training side (tests/unit/test_layering.py)
+    install_requires=["torch", "pyyaml", "pysimdjson>=5", "msgspec>=0.18", "pyarrow>=14",
+                      "numpy"],
     extras_require={
         "demo": ["megatron-core==0.16.1"],
         "plot": ["matplotlib"],

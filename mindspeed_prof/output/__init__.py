@@ -9,7 +9,9 @@ Submodules: discover (find captures), profinfo/expect (what a capture should hol
 filecheck/csvtable/csvrows/jsonstream/tracescan/sqlitecheck/logscan (read files),
 runcheck/checker/report (verdicts), aggregate/torchtrace/summary/requests (numbers; requests:
 the per-request rows of an inference profile),
-render_check/render_summary/plot (output), parallel (big inputs over several processes).
+render_check/render_summary/plot (output), parallel (big inputs over several processes),
+progress (a bar on a terminal's stderr). The parsers (pyarrow, simdjson, msgspec, numpy) are
+imported inside the readers, never by the training side.
 """
 
 

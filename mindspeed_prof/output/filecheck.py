@@ -42,8 +42,8 @@ class FileCheck:
 
 def load_parsers():
     """Import what ``check_file`` parses with (before a fork: the workers share it)."""
-    import msgspec  # noqa: F401
     import pyarrow.csv  # noqa: F401
+    import simdjson  # noqa: F401
 
 
 def check_file(path, name=None):

@@ -51,4 +51,4 @@ def test_training_side_imports_none_of_the_readers_parsers():
 def test_the_readers_do_import_their_parsers_so_the_check_above_can_fail():
     modules = imported_after("from mindspeed_prof.output import aggregate, tracescan\n"
                              "aggregate.load_parsers()\ntracescan._Validator()")
-    assert {"pyarrow", "msgspec"} <= set(modules)
+    assert {"pyarrow", "msgspec", "simdjson"} <= set(modules)
