@@ -120,8 +120,11 @@ def clean_env(**overrides):
     return env
 
 
-def run_worker(module, args=(), timeout=900, env=None):
-    """Run ``python -m benchmarks.<module> ARGS`` (one model per process) and return its rows."""
+def run_worker(module, args=(), timeout=2400, env=None):
+    """Run ``python -m benchmarks.<module> ARGS`` (one model per process) and return its rows.
+
+    ``timeout``: figure 5's full run (1 GB, then 0.25 -> 8 GB next to msprof-analyze) takes
+    10-20 min on 2 shared cores; the limit only stops a hung figure."""
     command = [sys.executable, "-m", f"benchmarks.{module}", *map(str, args)]
     done = subprocess.run(command, cwd=REPO, env=env or clean_env(), capture_output=True,
                           text=True, timeout=timeout)

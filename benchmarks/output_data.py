@@ -16,12 +16,14 @@ import json
 import math
 import os
 import re
+import shutil
 import sys
 
 from .common import REPO
 
 OUTPUT = "ASCEND_PROFILER_OUTPUT"
 TRACE_SHARE = 0.75  # of each rank's bytes; the rest is kernel_details.csv
+SCALED = ("trace_view.json", "kernel_details.csv", "op_statistic.csv", "step_trace_time.csv")
 _TOKEN = re.compile(r'"@@(TS|ID|STEP)(\d+)@@"')
 
 
@@ -45,7 +47,8 @@ def _replace(path, text_chunks):
 
 def _trace_template(events):
     """The non-metadata events as one JSON text with tokens where each copy differs."""
-    body, first_ts, last_ts, max_id, steps = [], math.inf, -math.inf, 0, []
+    body, first_ts, last_ts, steps = [], math.inf, -math.inf, []
+    ids = []
     for index, event in enumerate(e for e in events if e.get("ph") != "M"):
         event = dict(event)
         if "ts" in event:
@@ -54,7 +57,7 @@ def _trace_template(events):
             last_ts = max(last_ts, ts + float(event.get("dur", 0) or 0))
             event["ts"] = f"@@TS{index}@@"
         if isinstance(event.get("id"), int):
-            max_id = max(max_id, event["id"])
+            ids.append(event["id"])
             event["id"] = f"@@ID{index}@@"
         match = re.fullmatch(r"ProfilerStep#(\d+)", event.get("name", ""))
         if match:
@@ -65,7 +68,13 @@ def _trace_template(events):
     text = ",".join(json.dumps(e, separators=(",", ":")) for _, e in body)
     parts = _TOKEN.split(text)  # literal, kind, index, literal, kind, index, ...
     period = int(math.ceil(last_ts - first_ts)) + 1000
-    return parts, originals, period, max_id + 1, min(steps, default=1)
+    # Flow ids come in two families in the sample (17.. and ~1.7e18, nanosecond-like); each
+    # copy moves them on by the large family's span, which keeps them unique and within int64
+    # as real traces are (shifting by the largest id passed 2**64 after ten copies).
+    max_id = max(ids, default=0)
+    large = [i for i in ids if i > max_id // 2]
+    id_span = max(large) - min(large) + 1 if large else 0
+    return parts, originals, period, id_span, min(steps, default=1)
 
 
 def _trace_copy(parts, originals, copy, period, id_span):
@@ -186,17 +195,18 @@ def generate(root, total_bytes, ranks=4):
     """Write ``ranks`` captures totalling about ``total_bytes`` under ``root``; return the
     bytes written and the bytes of the files ``summary`` reads (kernel/step/op tables)."""
     samples = _samples()
-    per_rank = total_bytes / ranks
     for rank in range(ranks):
-        capture = samples.npu_capture(root, rank)
-        out = os.path.join(capture, OUTPUT)
-        steps = scale_trace(os.path.join(out, "trace_view.json"), per_rank * TRACE_SHARE)
-        copies = scale_kernels(os.path.join(out, "kernel_details.csv"),
-                               per_rank * (1 - TRACE_SHARE), steps)
-        scale_op_statistic(os.path.join(out, "op_statistic.csv"), copies)
-        scale_step_trace(os.path.join(out, "step_trace_time.csv"), steps)
-    return folder_bytes(root), folder_bytes(root, ("kernel_details.csv", "step_trace_time.csv",
-                                                   "op_statistic.csv"))
+        grow(os.path.join(samples.npu_capture(root, rank), OUTPUT), total_bytes / ranks)
+    return folder_bytes(root), folder_bytes(root, SCALED[1:])
+
+
+def grow(out, nbytes):
+    """Grow one capture's ASCEND_PROFILER_OUTPUT ``out`` to about ``nbytes``."""
+    steps = scale_trace(os.path.join(out, "trace_view.json"), nbytes * TRACE_SHARE)
+    copies = scale_kernels(os.path.join(out, "kernel_details.csv"), nbytes * (1 - TRACE_SHARE),
+                           steps)
+    scale_op_statistic(os.path.join(out, "op_statistic.csv"), copies)
+    scale_step_trace(os.path.join(out, "step_trace_time.csv"), steps)
 
 
 def folder_bytes(root, names=None):
@@ -206,3 +216,27 @@ def folder_bytes(root, names=None):
             if names is None or name in names:
                 total += os.path.getsize(os.path.join(folder, name))
     return total
+
+
+def generate_many(root, total_bytes, ranks, templates=2):
+    """Like ``generate`` for many ranks, fast: ``templates`` ranks are grown as ``generate``
+    grows them, and every other rank is a fresh capture whose grown tables are hard links to
+    those of template ``rank % templates`` (same bytes on disk, read as separate files).
+    Returns what ``generate`` returns."""
+    samples = _samples()
+    per_rank = total_bytes / ranks
+    shape = os.path.join(root, ".templates")
+    os.makedirs(shape)
+    sources = []
+    for template in range(min(templates, ranks)):
+        folder = os.path.join(shape, str(template))
+        os.makedirs(folder)
+        sources.append(os.path.join(samples.npu_capture(folder, template), OUTPUT))
+        grow(sources[-1], per_rank)
+    for rank in range(ranks):
+        out = os.path.join(samples.npu_capture(root, rank), OUTPUT)
+        for name in SCALED:
+            os.remove(os.path.join(out, name))
+            os.link(os.path.join(sources[rank % len(sources)], name), os.path.join(out, name))
+    shutil.rmtree(shape)
+    return folder_bytes(root), folder_bytes(root, SCALED[1:])
