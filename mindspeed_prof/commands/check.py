@@ -7,8 +7,8 @@ Exit 0 only when every expected rank is valid, 1 when any is not (or nothing was
 from mindspeed_prof import ranks
 from mindspeed_prof.errors import ConfigError
 
-HELP = ("Check every rank's profiler output under DIR: valid, not stopped, unparsed, "
-        "incomplete, corrupt or missing.")
+HELP = ("Check every rank's profiler output under DIR: valid, cut (the run ended inside the "
+        "window), not stopped, unparsed, incomplete, corrupt or missing.")
 
 
 def add_arguments(parser):
