@@ -205,3 +205,19 @@ def test_sigterm_after_close_waits_for_the_export_still_running_then_dies_of_sig
     data = json.loads((tmp_path / "profile_manifest_rank0.json").read_text())
     assert data["status"] == "complete", data
     assert [f for f in os.listdir(tmp_path) if f.endswith(".pt.trace.json")]
+
+
+def test_the_same_signal_twice_during_the_final_flush_interrupts_it():
+    # A flush that hangs (an export to a dead mount) can still be stopped by insisting.
+    done = run_child("""
+        try:
+            with exits.final_flush():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.2)
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(5)
+                print(json.dumps({"interrupted": False}), flush=True)
+        except KeyboardInterrupt:
+            print(json.dumps({"interrupted": True}), flush=True)
+    """)
+    assert last_json(done) == {"interrupted": True}
