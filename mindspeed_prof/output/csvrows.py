@@ -71,13 +71,15 @@ class RowReader:
         self._judge()
         return self.rows
 
-    def batches(self, wanted):
-        """pyarrow RecordBatches of the columns at ``wanted`` (named by position, as text);
-        when the fast pass cannot judge the table, the same from ``csv`` rows."""
+    def batches(self, wanted, coded=()):
+        """pyarrow RecordBatches of the columns at ``wanted`` (named by position, as text;
+        those at ``coded`` dictionary-encoded by the parser, a cheaper form for columns that
+        repeat, such as kernel names); when the fast pass cannot judge the table, the same
+        from ``csv`` rows, as plain text."""
         import pyarrow as pa
 
         try:
-            for batch in self._fast(wanted):
+            for batch in self._fast(wanted, coded):
                 yield batch
                 self.rows += batch.num_rows
         except _Odd:
@@ -101,18 +103,20 @@ class RowReader:
         else:
             self._finish()
 
-    def _fast(self, wanted):
+    def _fast(self, wanted, coded=()):
         """pyarrow over the checked bytes; raises ``_Odd`` for the exact pass."""
         import pyarrow as pa
         from pyarrow import csv as pacsv
 
         source = _Checked(self.path, self.start)
+        coded_text = pa.dictionary(pa.int32(), pa.string())
         names = [str(i) for i in range(self.width)]
         read = pacsv.ReadOptions(use_threads=parallel.threads_allowed(), block_size=CHUNK_BYTES,
                                  column_names=names)
         parse = pacsv.ParseOptions(newlines_in_values=True, invalid_row_handler=self._skip)
         convert = pacsv.ConvertOptions(include_columns=[names[p] for p in wanted],
-                                       column_types={names[p]: pa.string() for p in wanted})
+                                       column_types={names[p]: coded_text if p in coded
+                                                     else pa.string() for p in wanted})
         self._fast_bad = 0
         try:
             with pacsv.open_csv(pa.PythonFile(source, mode="r"), read_options=read,
