@@ -18,8 +18,8 @@ One mechanism for every scenario (training, plain loops, inference and RL driver
   ``RuntimeError: DataLoader worker (pid N) is killed by signal`` inside whatever Python code runs,
   which would be the profiler's stop/export. During the block SIGCHLD only notes which children
   ended, SIGTERM/SIGINT are held and delivered again afterwards (so the process still ends the
-  way it would have; the same signal held a second time is delivered at once, so a flush that
-  hangs can still be interrupted), and console writes that fail (a closed pipe) are dropped. What happened is
+  way it would have; a second SIGINT is delivered at once, so Ctrl-C twice still interrupts a
+  flush that hangs), and console writes that fail (a closed pipe) are dropped. What happened is
   kept in ``ExitEvents`` for the manifest.
 """
 
@@ -224,8 +224,9 @@ def _hold_signals(events: ExitEvents) -> dict:
 
         def hold(received, frame):
             events.signals.append(signal_name(received))
-            if received in events.held:
-                # Asked twice (Ctrl-C, Ctrl-C): whoever insists may stop a flush that hangs.
+            if received == signal.SIGINT and received in events.held:
+                # Ctrl-C twice: a person insists, and may stop a flush that hangs. (SIGTERM
+                # comes again from launchers forwarding it, SLURM and torchrun both: held.)
                 events.held.remove(received)  # delivered now, not again after the block
                 signal.signal(received, saved[received])
                 os.kill(os.getpid(), received)

@@ -207,7 +207,7 @@ def test_sigterm_after_close_waits_for_the_export_still_running_then_dies_of_sig
     assert [f for f in os.listdir(tmp_path) if f.endswith(".pt.trace.json")]
 
 
-def test_the_same_signal_twice_during_the_final_flush_interrupts_it():
+def test_ctrl_c_twice_during_the_final_flush_interrupts_it():
     # A flush that hangs (an export to a dead mount) can still be stopped by insisting.
     done = run_child("""
         try:
@@ -221,3 +221,17 @@ def test_the_same_signal_twice_during_the_final_flush_interrupts_it():
             print(json.dumps({"interrupted": True}), flush=True)
     """)
     assert last_json(done) == {"interrupted": True}
+
+
+def test_sigterm_twice_during_the_final_flush_is_still_held():
+    # SLURM and torchrun both forward SIGTERM: the second one must not cut the flush short.
+    done = run_child("""
+        with exits.final_flush() as events:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.1)
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.2)
+            print(json.dumps({"flushed": events.as_dict()}), flush=True)
+    """)
+    assert last_json(done) == {"flushed": {"signals": ["SIGTERM", "SIGTERM"]}}
+    assert done.returncode == -signal.SIGTERM
