@@ -28,6 +28,7 @@ import contextlib
 import os
 import signal
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, List, Optional
 
@@ -126,10 +127,12 @@ def mindspeed_prof_flush_on_sigterm(signum, frame):
     """The process's SIGTERM handler while ours (named so that a handler dump says whose)."""
     state = _process
     if state.owner == os.getpid():
+        # One bound for every recorder together: torchrun's SIGKILL does not wait for each.
+        deadline = time.monotonic() + SIGNAL_FLUSH_TIMEOUT_S
         with final_flush():
             name = signal_name(signum)
             for flusher in list(state.flushers):
-                flusher.on_signal(name)
+                flusher.on_signal(name, deadline)
     _chain(state.previous, signum, frame)
 
 
@@ -171,12 +174,13 @@ class FlushOnExit:
             if not state.flushers and not state.pinned and not state.replaced:
                 uninstall_signal_flush()
 
-    def on_signal(self, name: str) -> None:
-        """SIGTERM arrived: close (a no-op when closed) and wait for a pending export."""
+    def on_signal(self, name: str, deadline: float) -> None:
+        """SIGTERM arrived: close (a no-op when closed) and wait for a pending export, both
+        until ``deadline`` (``time.monotonic()``)."""
         if self._pid != os.getpid():
             return
-        self._close("signal", name, wait_timeout=SIGNAL_FLUSH_TIMEOUT_S)
-        if self._wait is not None and not self._wait(SIGNAL_FLUSH_TIMEOUT_S):
+        self._close("signal", name, wait_timeout=max(0.0, deadline - time.monotonic()))
+        if self._wait is not None and not self._wait(max(0.0, deadline - time.monotonic())):
             log.error(f"{name}: the trace was still being written after "
                       f"{SIGNAL_FLUSH_TIMEOUT_S} s; it is incomplete")
         self.uninstall()
