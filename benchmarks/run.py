@@ -29,6 +29,7 @@ FIGURES = {
     4: ("window_end", "window end: stop and export"),
     5: ("output_tools", "check + summary on >= 1 GB"),
     6: ("autoload", "autoload .pth at interpreter start-up"),
+    7: ("window_end_stack", "window end of a 6-step shapes + stack window"),
 }
 
 

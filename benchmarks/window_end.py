@@ -2,9 +2,9 @@
 
 Megatron's default window (two recorded iterations) on the small megatron-core GPT, profiled
 three ways whose windows alternate in one process: mindspeed_prof's hook with the default
-``--profile-analyse async`` (the chrome trace is written by a background thread), the hook with
-``sync`` (written inside the step), and, as the reference, a hand-written ``torch.profiler`` loop
-exporting from ``on_trace_ready``. Each window is preceded by unprofiled steps (that window's
+``--profile-analyse async`` (the chrome trace is written by a forked child process), the hook
+with ``sync`` (written inside the step), and, as the reference, a hand-written ``torch.profiler``
+loop exporting from ``on_trace_ready``. Figure 7 does the heavy case (6 steps, shapes + stack). Each window is preceded by unprofiled steps (that window's
 "normal" step) and followed by a few more. Reported, as medians over windows:
 
 * the window-end step: the ``train_step`` call during which the profiler stops and exports;

@@ -1,10 +1,13 @@
-"""Where figure 4's window-end step goes: ``python -m benchmarks.window_end_breakdown``.
+"""Where the window-end step goes: ``python -m benchmarks.window_end_breakdown [--stack]``.
 
-A diagnostic, not part of the table: the same windows as figure 4, with the functions that run
-at the window's end timed per call and per thread (main thread = time the training loop
-waits). Prints milliseconds per window, medians over the windows.
+A diagnostic, not part of the table: the same windows as figure 4 (or, with ``--stack``, figure
+7's 6-step shapes + stack windows on its bigger model), with the functions that run at the
+window's end timed per call and per thread (main thread = time the training loop waits).
+Prints milliseconds per window, medians over the windows. A forked export runs in another
+process: its share shows only as the fork itself.
 """
 
+import argparse
 import functools
 import os
 import shutil
@@ -13,6 +16,7 @@ import tempfile
 import threading
 import time
 
+import torch.autograd.profiler as autograd_profiler
 import torch.profiler.profiler as torch_profiler
 
 from mindspeed_prof import manager as manager_module
@@ -21,10 +25,13 @@ from mindspeed_prof.backends import torch_backend
 
 from .model import TinyGPT
 from .profiled import end_hook_window, hand_written, hook_window, hooked
+from . import window_end_stack
 from .window_end import ACTIVE
 
 PHASES = [
     (torch_profiler._KinetoProfile, "stop_trace", "torch: stop kineto, collect events"),
+    (autograd_profiler, "_disable_profiler", "torch: of which kineto result building"),
+    (torch_backend.TorchBackend, "_export_in_child", "backend: fork the export process"),
     (torch_profiler._KinetoProfile, "export_chrome_trace", "torch: write the chrome trace"),
     (torch_backend.TorchBackend, "_on_trace_ready", "backend: trace-ready callback"),
     (manager_module.ProfilerManager, "_on_saved", "manager: file list + status"),
@@ -34,7 +41,9 @@ _records = []
 
 
 def _timed(cls, name, label):
-    original = getattr(cls, name)
+    original = getattr(cls, name, None)
+    if original is None:  # moved or renamed since: time the rest
+        return
 
     @functools.wraps(original)
     def timed(*args, **kwargs):
@@ -48,10 +57,11 @@ def _timed(cls, name, label):
     setattr(cls, name, timed)
 
 
-def main(windows=6, lead=4):
+def main(windows=6, lead=4, stack=False):
     for cls, name, label in PHASES:
         _timed(cls, name, label)
-    model = TinyGPT()
+    active = window_end_stack.ACTIVE if stack else ACTIVE
+    model = TinyGPT(extra_args=window_end_stack.BIG if stack else ())
     bare = model.train_step
     wrapped = hooked(bare)
     tmp = tempfile.mkdtemp(prefix="mindspeed_prof_bench_breakdown_")
@@ -62,15 +72,24 @@ def main(windows=6, lead=4):
             model.step(bare, counter)
             counter += 1
         for i in range(windows):
-            for mode in ("async", "sync", "hand"):
+            for mode in ("async", "thread", "sync", "hand"):
                 _records.clear()
                 save = os.path.join(tmp, f"{mode}{i}")
+                os.environ[torch_backend.EXPORT_FORK_ENV] = "0" if mode == "thread" else "1"
                 if mode == "hand":
                     os.makedirs(save)
-                    prof = hand_written(os.path.join(save, "rank0.pt.trace.json"), ACTIVE)
+                    trace = os.path.join(save, "rank0.pt.trace.json")
+                    prof = (window_end_stack._hand(trace) if stack
+                            else hand_written(trace, ACTIVE))
+                elif stack:
+                    if mode == "sync":
+                        continue  # as "thread" here: the save holds the GIL either way
+                    manager = window_end_stack._window(save, counter, lead)
                 else:
-                    manager = hook_window(save, counter, ACTIVE, analyse=mode, lead=lead)
-                for j in range(lead + 1 + ACTIVE + 1):
+                    manager = hook_window(save, counter, ACTIVE,
+                                          analyse="sync" if mode == "sync" else "async",
+                                          lead=lead)
+                for j in range(lead + 1 + active + 1):
                     start = time.perf_counter_ns()
                     if mode == "hand":
                         if j == lead:
@@ -80,7 +99,7 @@ def main(windows=6, lead=4):
                             prof.step()
                     else:
                         model.step(wrapped, counter)
-                    if j == lead + ACTIVE:
+                    if j == lead + active:
                         step_ms = (time.perf_counter_ns() - start) / 1e6
                         # only what ran during the window-end step
                         during = list(_records)
@@ -96,6 +115,7 @@ def main(windows=6, lead=4):
                 per_mode.setdefault(mode, []).append(totals)
                 shutil.rmtree(save, ignore_errors=True)
     finally:
+        os.environ.pop(torch_backend.EXPORT_FORK_ENV, None)
         model.close()
         shutil.rmtree(tmp, ignore_errors=True)
     for mode, runs in per_mode.items():
@@ -106,4 +126,9 @@ def main(windows=6, lead=4):
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stack", action="store_true",
+                        help="figure 7's windows: 6 steps, shapes + stack, bigger model")
+    parser.add_argument("--windows", type=int, default=6)
+    options = parser.parse_args()
+    main(windows=options.windows, stack=options.stack)

@@ -1,11 +1,28 @@
 """torch.profiler backend (CPU, plus CUDA on a real GPU): one chrome trace per rank and window.
 
-The trace is exported by a background thread by default (``--profile-analyse async``), so a slow
-write (network storage, a full disk's retries) does not hold the profiled rank back. What stays on
-the training thread either way: torch's ``stop_trace`` at the window's last step, and most of
-kineto's ``save``, which holds the GIL (torch 2.13 CPU, measured: ``Thread.start`` returned after
-54 of the export's 60 ms). Together about 12 ms per MB of trace (a 29 MB trace: 240 ms
-stop_trace + 120 ms export, async and sync alike), far below any collective timeout.
+Where the window-end step goes (torch 2.13 CPU, 6 steps with shapes + stack, a 100 MB trace;
+``python -m benchmarks.window_end_breakdown --stack``, BENCHMARKS.md figure 7): torch's stop
+builds kineto's result objects (``_disable_profiler``: ~10-14 ms of CPU per MB of trace, about a
+third of it the kernel zeroing fresh pages), then kineto's ``save`` writes the JSON (~4-5 ms per
+MB); our file list and manifest take 5-15 ms. Both torch parts hold the GIL, so a background
+thread does not take the write off the training loop (it stalls it for most of the save).
+
+With ``--profile-analyse async`` (the default) the save of a big trace (torch's stop took
+``FORK_MIN_STOP_S`` or more) therefore runs in a forked child on Linux; a small one is written
+by a thread. The fork costs 25-75 ms (copying page tables), the rank goes on, and a thread waits
+for the child, judges the file and reports as the in-process export does (``wait()``,
+``on_saved``, the manifest's ``parsing``/``complete``). The child ignores SIGTERM/SIGINT
+(torchrun signals the whole group; the parent decides how long to wait) and its trace is
+byte-identical to an in-process save. What the child still costs the rank: copy-on-write of the
+pages the next step writes while the child lives (on CPU training: parameters, gradients and
+optimizer state), and a core. The stop itself cannot leave the training thread: torch has no
+way to end a session without building its results, and it must run on the thread that started
+it. ``MINDSPEED_PROF_EXPORT_FORK=0`` keeps the export in a thread.
+
+CUDA: with CUDA activity the trace is still written by a thread; kineto may query the device
+while saving, which a forked child must not do (not verified on a GPU yet). The stop there also
+synchronises the device and drains CUPTI's buffers. NPU: see ``npu.py``; torch_npu's stop flushes
+raw data, and with ``async`` its parse runs in torch_npu's own child process.
 """
 
 import os
@@ -46,6 +63,11 @@ def _activities():
 
 # Set to 0 to write the trace from a thread of the training process instead of a forked child.
 EXPORT_FORK_ENV = "MINDSPEED_PROF_EXPORT_FORK"
+# A fork is worth it only for a big trace: it costs 25-75 ms (page tables) plus copy-on-write in
+# the next step, while the save takes about a quarter to a half of torch's stop. Measured
+# (BENCHMARKS.md figures 4 and 7): a 3.5 MB trace (stop ~30 ms) ends faster without it, a
+# 100 MB one (stop 1-2 s) with it.
+FORK_MIN_STOP_S = 0.5
 
 
 def _may_fork_export(activities):
@@ -90,6 +112,7 @@ class TorchBackend(Backend):
         self._threads = []
         self._fork_export = False
         self.export_cpu_s = None  # CPU seconds of the forked export, once it has ended
+        self._stopping_since = None  # when the call that may stop the profiler began
         self.never_ran = None  # a ProfilerStep opened for a unit that did not run: left out
 
     @property
@@ -116,12 +139,14 @@ class TorchBackend(Backend):
         self._started = True
 
     def step(self):
+        self._stopping_since = time.perf_counter()
         self._prof.step()
 
     def stop(self):
         if self._prof is None or self._stopped:
             return
         self._stopped = True
+        self._stopping_since = time.perf_counter()
         if self._started:
             self._prof.stop()
         else:
@@ -142,7 +167,8 @@ class TorchBackend(Backend):
         if self.config.profile_analyse == "sync":
             self._export(prof, path)
             return
-        if self._fork_export and self._export_in_child(prof, path):
+        stop_s = time.perf_counter() - (self._stopping_since or time.perf_counter())
+        if self._fork_export and stop_s >= FORK_MIN_STOP_S and self._export_in_child(prof, path):
             return
         thread = threading.Thread(target=self._export, args=(prof, path),
                                   name=f"mindspeed_prof-export-rank{self.rank}", daemon=False)

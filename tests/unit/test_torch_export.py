@@ -1,7 +1,7 @@
-"""The torch backend writes an async window's chrome trace from a forked child process.
+"""The torch backend writes an async window's big chrome trace from a forked child process.
 
 kineto's save holds the GIL, so a background thread still stalls the training loop for most of
-the write; a child does not. These tests run real windows through ``mindspeed_prof.profile``
+the write; a child does not (a small trace stays with a thread: the fork would cost more). These tests run real windows through ``mindspeed_prof.profile``
 and look at what reached disk, which process wrote it and what the manifest says.
 """
 
@@ -36,10 +36,12 @@ def run_window(tmp_path, **overrides):
 
 @pytest.fixture
 def exporter(monkeypatch, tmp_path):
-    """Make every export note its process id in ``pids`` before calling ``then(self, path)``."""
+    """Make every export note its process id in ``pids`` before calling ``then(self, path)``;
+    these tiny windows count as big traces (forked) unless a test says otherwise."""
     original = torch.profiler.profile.export_chrome_trace
     pids = tmp_path / "export_pids"
-    plan = {"then": original}
+    plan = {"then": original, "min_stop_s": torch_backend.FORK_MIN_STOP_S}
+    monkeypatch.setattr(torch_backend, "FORK_MIN_STOP_S", 0.0)
 
     def export_chrome_trace(self, path):
         with open(pids, "a") as handle:
@@ -61,6 +63,15 @@ def test_the_async_trace_is_written_by_another_process_and_is_complete(tmp_path,
         events = json.load(handle)["traceEvents"]
     assert any(e.get("cat") == "python_function" for e in events)  # --profile-with-stack
     assert any("Input Dims" in e.get("args", {}) for e in events)  # --profile-record-shapes
+    assert manifest(save, 0)["status"] == "complete"
+
+
+def test_a_trace_torch_stopped_quickly_is_written_by_a_thread_a_fork_would_cost_more(
+        tmp_path, exporter, monkeypatch):
+    monkeypatch.setattr(torch_backend, "FORK_MIN_STOP_S", exporter["min_stop_s"])  # default
+    save = run_window(tmp_path)
+    assert exporter["pids"]() == [os.getpid()]
+    assert step_ids(torch_traces(save)[0]) == [3, 4]
     assert manifest(save, 0)["status"] == "complete"
 
 
