@@ -21,7 +21,6 @@ class _State:
         self.update_range = None   # "stage:update" once megatron.rl's RL loop runs (megatron_rl)
         self.finished_manager = None  # the last train()'s manager: its export may still run
         self.inference = None      # the request driver, once an engine or a request armed it
-        self.sigterm_handler = None   # ours, while installed (patches/sigterm.py)
         self.train_hooked = False  # a patched train() ran: the chain is connected
         self.usage_error = False   # we stopped the job on bad flags (already said so)
 
