@@ -25,6 +25,8 @@ Schema (version 1)::
     windows[].cut         {reason, in_progress} when the run ended inside the window: it kept
                           iterations_recorded; in_progress is the unit that had begun (its
                           ProfilerStep is partial), null when none had
+    windows[].never_ran   a unit the loop began (its profiler step opened) that never ran: left
+                          out of torch traces; check discounts it in NPU ones
     exit                  {reason, detail} - how the training run ended
     exit_events           {signals, children_ended, console_writes_lost}: what reached the
                           process while it flushed (held signals, DataLoader workers that died)
