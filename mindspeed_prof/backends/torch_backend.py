@@ -61,7 +61,8 @@ def _activities():
     return activities
 
 
-# Set to 0 to write the trace from a thread of the training process instead of a forked child.
+# 0: write every trace from a thread of the training process; "always": from a forked child even
+# when it is small (the tests use it to run the child's paths on tiny windows); else as measured.
 EXPORT_FORK_ENV = "MINDSPEED_PROF_EXPORT_FORK"
 # A fork is worth it only for a big trace: it costs 25-75 ms (page tables) plus copy-on-write in
 # the next step, while the save takes about a quarter to a half of torch's stop. Measured
@@ -168,7 +169,8 @@ class TorchBackend(Backend):
             self._export(prof, path)
             return
         stop_s = time.perf_counter() - (self._stopping_since or time.perf_counter())
-        if self._fork_export and stop_s >= FORK_MIN_STOP_S and self._export_in_child(prof, path):
+        big = stop_s >= FORK_MIN_STOP_S or os.environ.get(EXPORT_FORK_ENV) == "always"
+        if self._fork_export and big and self._export_in_child(prof, path):
             return
         thread = threading.Thread(target=self._export, args=(prof, path),
                                   name=f"mindspeed_prof-export-rank{self.rank}", daemon=False)
