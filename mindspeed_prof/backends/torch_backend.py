@@ -11,7 +11,7 @@ With ``--profile-analyse async`` (the default) the save of a big trace (torch's 
 ``FORK_MIN_STOP_S`` or more) therefore runs in a forked child on Linux; a small one is written
 by a thread. The fork costs 25-75 ms (copying page tables), the rank goes on, and a thread waits
 for the child, judges the file and reports as the in-process export does (``wait()``,
-``on_saved``, the manifest's ``parsing``/``complete``). The child ignores SIGTERM/SIGINT
+``on_saved``, the manifest's ``parsing``/``complete``). The child blocks SIGTERM/SIGINT
 (torchrun signals the whole group; the parent decides how long to wait) and its trace is
 byte-identical to an in-process save. What the child still costs the rank: copy-on-write of the
 pages the next step writes while the child lives (on CPU training: parameters, gradients and
@@ -88,8 +88,8 @@ def _export_and_exit(prof, path, read_end, write_end):
     try:
         os.close(read_end)
         # torchrun signals the whole process group: the parent decides how long to wait for us.
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # Blocked (never delivered, dropped at _exit) rather than ignored: works on any thread.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
         prof.export_chrome_trace(path)
         code = 0
     except BaseException as exc:  # noqa: BLE001 - reported by the parent
