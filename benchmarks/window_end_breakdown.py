@@ -91,14 +91,8 @@ def main(windows=6, lead=4, stack=False):
                                           lead=lead)
                 for j in range(lead + 1 + active + 1):
                     start = time.perf_counter_ns()
-                    if mode == "hand":
-                        if j == lead:
-                            prof.start()
-                        model.step(bare, counter)
-                        if j >= lead:
-                            prof.step()
-                    else:
-                        model.step(wrapped, counter)
+                    window_end_stack.window_step(model, j, lead, counter, wrapped,
+                                                 prof if mode == "hand" else None)
                     if j == lead + active:
                         step_ms = (time.perf_counter_ns() - start) / 1e6
                         # only what ran during the window-end step

@@ -62,6 +62,19 @@ def _hand(save_path):
         record_shapes=True, with_stack=True)
 
 
+def window_step(model, j, lead, counter, wrapped, hand=None):
+    """Loop step ``j`` of a window: through the hook (``wrapped``), or with ``hand``, a
+    hand-written profiler started at step ``lead`` and stepped after each step from then on."""
+    if hand is None:
+        model.step(wrapped, counter)
+        return
+    if j == lead:
+        hand.start()
+    model.step(model.train_step, counter)
+    if j >= lead:
+        hand.step()
+
+
 def _children_cpu_s():
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -95,14 +108,7 @@ def measure(quick=False):
             for j in range(lead + 1 + ACTIVE + after):
                 faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
                 start = clocks_ns()
-                if mode == "hand":
-                    if j == lead:
-                        prof.start()
-                    model.step(bare, counter)
-                    if j >= lead:
-                        prof.step()
-                else:
-                    model.step(wrapped, counter)
+                window_step(model, j, lead, counter, wrapped, prof if mode == "hand" else None)
                 wall, cpu = since_ns(start)
                 walls.append(wall)
                 cpus.append(cpu)
