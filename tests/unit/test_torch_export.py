@@ -145,3 +145,10 @@ def test_the_window_end_does_not_wait_for_a_slow_export(tmp_path, exporter):
             assert time.monotonic() - began < 1.0, f"iteration {iteration} waited"
         assert manifest(tmp_path / "prof", 0)["status"] == "parsing"  # still being written
     assert manifest(tmp_path / "prof", 0)["status"] == "complete"  # close() waited for it
+
+
+@pytest.mark.parametrize("value", ["0", "always"])
+def test_the_fork_switch_is_not_mistaken_for_a_profile_flag_variable(value):
+    from mindspeed_prof.arguments import parse_profile_flags
+    config = parse_profile_flags(["--profile"], environ={torch_backend.EXPORT_FORK_ENV: value})
+    assert config.profile
