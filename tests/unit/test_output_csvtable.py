@@ -114,6 +114,27 @@ def test_one_ragged_row_is_skipped_and_reported_not_fatal():
     assert bad == 1 and "line 17" in first
 
 
+def test_a_long_row_and_a_short_row_do_not_cancel_out(tmp_path):
+    # the sample's 31-column line 17 plus a 33-column line 3: the column counts add up to two
+    # good rows, which a comma-count shortcut once took for a valid table
+    path = tmp_path / "kernel_details.csv"
+    lines = open(KERNEL_SAMPLES["sep_2023_rank0"], "rb").read().split(b"\n")
+    lines[2] += b",x"
+    path.write_bytes(b"\n".join(lines))
+    table = CsvTable(path, columns.KERNEL_DETAILS)
+    assert table.count_rows() == 19
+    assert table.malformed == (2, "line 3 has 33 columns, the header has 32")
+    assert len(list(CsvTable(path, columns.KERNEL_DETAILS).rows())) == 19
+
+
+def test_a_lone_carriage_return_is_text_inside_a_row_not_a_row_end(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_bytes(b"A,B\r\n1,x\ry\r\n2,z\r\n")
+    table = CsvTable(path, [Column("A"), Column("B")])
+    assert list(table.rows()) == [("1", "x\ry"), ("2", "z")]
+    assert table.count_rows() == 2
+
+
 def test_last_row_without_line_end_is_fine_when_complete():
     table = CsvTable(samples.KERNELS_JAN_2025, columns.KERNEL_DETAILS)
     assert table.count_rows() == len(list(table.rows())) == 29
