@@ -13,7 +13,7 @@ bytes / wall time: all bytes for ``check`` (it reads every file), the tables ``s
 (kernel_details, step_trace_time, op_statistic) for ``summary``. msprof-analyze's text mode
 reads only step_trace_time.csv and the communication files, so the time ratio flatters it.
 
-The scaling series (``SIZES_GB``, 8 ranks per GB: 0.25 GB in 2 ranks ... 8 GB in 64) runs the
+The scaling series (``SERIES``, 8 ranks per GB: 0.25 GB in 2 ranks ... 8 GB in 64) runs the
 three tools interleaved at each size on one folder whose ranks share two grown templates by
 hard link (``output_data.generate_many``: the same bytes per rank, read as separate files).
 On a machine shared with other jobs the wall times swing with their load; the ratios are
@@ -39,8 +39,9 @@ WIDE_POOL = 4
 TARGET_CHECK_MBPS = 1000
 TARGET_SUMMARY_MBPS = 600
 TARGET_RSS_MIB = 256
-SIZES_GB = (0.25, 0.5, 1, 2, 4, 8)
-RANKS_PER_GB = 8
+# (GB, ranks): 8 ranks per GB, the growth of a job that adds ranks
+SERIES = ((0.25, 2), (0.5, 4), (1, 8), (2, 16), (4, 32), (8, 64))
+QUICK_SERIES = ((0.004, 1), (0.008, 2))
 MB = 1e6
 MIB = 2**20
 
@@ -138,7 +139,7 @@ NAMES = ("check", "summary", "msprof")
 
 def measure(quick=False):
     total, ranks, reps = (8 * MB, 2, 1) if quick else (1.05e9, 4, 3)
-    sizes = (0.004, 0.008) if quick else SIZES_GB
+    series = QUICK_SERIES if quick else SERIES
     tmp = tempfile.mkdtemp(prefix="mindspeed_prof_bench_output_")
     data, msprof_out = os.path.join(tmp, "save_path"), os.path.join(tmp, "msprof")
     env = clean_env()
@@ -155,7 +156,7 @@ def measure(quick=False):
         wide = {} if quick else {name: timed(commands[name], wide_env).peak / MIB
                                  for name in ("check", "summary")}
         shutil.rmtree(data)
-        scaling = _scaling(tmp, sizes, env)
+        scaling = _scaling(tmp, series, env)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     rows = _main_rows(results, wide, written, summary_bytes, ranks, reps)
@@ -219,17 +220,15 @@ def _main_rows(results, wide, written, summary_bytes, ranks, reps):
     return rows
 
 
-def _scaling(tmp, sizes, env):
-    """[(GB, ranks, bytes, {name: Timed})] for each size, the three tools interleaved."""
-    largest = max(sizes)
-    ranks = max(2, round(largest * RANKS_PER_GB))
+def _scaling(tmp, series, env):
+    """[(GB, ranks, bytes, {name: Timed})] for each (GB, ranks), the three tools interleaved."""
+    largest, most = max(series)
     root = os.path.join(tmp, "scaling")
     os.makedirs(root)
-    generate_many(root, largest * 1e9, ranks)
+    generate_many(root, largest * 1e9, most)
     captures = sorted(os.listdir(root), key=lambda n: int(n.split("_")[0][len("rank"):]))
-    series = []
-    for size in sizes:
-        count = max(2, round(size * RANKS_PER_GB))
+    measured = []
+    for size, count in series:
         data = os.path.join(tmp, f"size_{size}")
         os.makedirs(data)
         for name in captures[:count]:  # hard links: the same bytes, no copy
@@ -240,9 +239,14 @@ def _scaling(tmp, sizes, env):
         _warm_cache(data)
         got = interleave_all([_runner(commands, n, env, msprof_out) for n in NAMES], 1,
                              warmup=0)
-        series.append((size, count, folder_bytes(data), {n: g[0] for n, g in zip(NAMES, got)}))
+        measured.append((size, count, folder_bytes(data),
+                         {n: g[0] for n, g in zip(NAMES, got)}))
         shutil.rmtree(data)
-    return series
+    return measured
+
+
+def _size(nbytes):
+    return f"{nbytes / 1e9:.2f} GB" if nbytes >= 1e8 else f"{nbytes / 1e6:.0f} MB"
 
 
 def _scaling_rows(series):
@@ -251,7 +255,7 @@ def _scaling_rows(series):
         ours = got["check"].wall + got["summary"].wall
         rows.append(Row(
             figure="5 check+summary",
-            compared=f"check + summary vs msprof-analyze, {nbytes / 1e9:.2f} GB in {ranks} ranks",
+            compared=f"check + summary vs msprof-analyze, {_size(nbytes)} in {ranks} ranks",
             value=ours / got["msprof"].wall, unit="x", spread="1 round", target="< 1x",
             ok=ours < got["msprof"].wall,
             note=(f"check {got['check'].wall:.1f} s ({got['check'].cpu:.1f} s CPU, "
@@ -266,16 +270,16 @@ def _scaling_rows(series):
     growth = per_gb[-1] / per_gb[0]
     rows.append(Row(
         figure="5 check+summary",
-        compared=f"CPU per GB of check + summary, {big[-1][2] / 1e9:.1f} GB vs "
-                 f"{big[0][2] / 1e9:.1f} GB (time linear in bytes)",
+        compared=f"CPU per GB of check + summary, {_size(big[-1][2])} vs {_size(big[0][2])} "
+                 f"(time linear in bytes)",
         value=growth, unit="x", spread="1 round", target="<= 1.2x", ok=growth <= 1.2,
-        note="s of CPU per GB: " + ", ".join(f"{s[2] / 1e9:.2f} GB {v:.2f}"
+        note="s of CPU per GB: " + ", ".join(f"{_size(s[2])} {v:.2f}"
                                               for s, v in zip(big, per_gb))))
     peaks = [max(s[3]["check"].peak, s[3]["summary"].peak) / MIB for s in series]
     rows.append(Row(
         figure="5 check+summary",
-        compared=f"peak memory of check/summary from {series[0][2] / 1e9:.2f} to "
-                 f"{series[-1][2] / 1e9:.1f} GB (flat with size)",
+        compared=f"peak memory of check/summary from {_size(series[0][2])} to "
+                 f"{_size(series[-1][2])} (flat with size)",
         value=max(peaks), unit="MiB", spread=f"min-max {min(peaks):.0f}-{max(peaks):.0f}",
         target=f"<= {TARGET_RSS_MIB} MiB", ok=max(peaks) <= TARGET_RSS_MIB,
         note="largest PSS sum of either command at each size: " + ", ".join(
