@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from . import jsonstream
 
 STEP_PREFIX = "ProfilerStep#"
-# Text every event ``take`` keeps contains: a long needle is found at memory speed, where '"M"'
-# (a quote, the commonest byte of JSON) ran at half that.
-_MARKERS = (STEP_PREFIX, "process_")
+# Text every event ``take`` keeps contains. "process_" is searched as it is (1.7 GB/s; '"M"',
+# a quote first, ran at half that); "ProfilerStep#" through its "#", a rare character in traces
+# that one memchr pass finds at ~9 GB/s, where the 13-character search ran at 2.1 GB/s.
+_METADATA_MARKER = "process_"
 _BOUNDARY = re.compile(r"\}\s*,\s*\{")
 
 
@@ -100,7 +101,7 @@ def scan_trace(path, chunk=jsonstream.CHUNK_BYTES):
 
 def _marked_events(text):
     """Decode only the events around marker strings; the piece is known to be valid."""
-    hits = sorted(i for marker in _MARKERS for i in _find_all(text, marker))
+    hits = sorted([*_step_hits(text), *_find_all(text, _METADATA_MARKER)])
     covered = -1
     for hit in hits:
         if hit < covered:
@@ -117,6 +118,16 @@ def _marked_events(text):
             return
         yield from events
         covered = end
+
+
+def _step_hits(text):
+    """Where each ``ProfilerStep#`` starts, found from its ``#``."""
+    back = len(STEP_PREFIX) - 1
+    i = text.find("#", back)
+    while i >= 0:
+        if text.startswith(STEP_PREFIX, i - back):
+            yield i - back
+        i = text.find("#", i + 1)
 
 
 def _find_all(text, needle):

@@ -146,3 +146,14 @@ def test_any_event_list_streams_back_unchanged(tmp_path, events, chunk, indent, 
     path = write(tmp_path, json.dumps(data, indent=indent, ensure_ascii=False))
     assert events_of(path, chunk) == events
     assert tracescan.scan_trace(path, chunk).events == len(events)
+
+
+def test_steps_are_found_among_other_hashes_and_at_the_very_start(tmp_path):
+    events = [{"ph": "X", "name": "ProfilerStep#4", "ts": 1, "dur": 9},
+              {"ph": "X", "name": "#define #x", "ts": 2, "dur": 1},
+              {"ph": "X", "name": "aten::add#ProfilerStep", "ts": 3, "dur": 1},
+              {"ph": "X", "name": "ProfilerStep#5", "ts": 10, "dur": 9}]
+    text = json.dumps(events, separators=(",", ":"))
+    assert list(tracescan._step_hits('"ProfilerStep#1"'[1:])) == [0]
+    scan = tracescan.scan_trace(write(tmp_path, text))
+    assert scan.steps == {4: (1.0, 9.0), 5: (10.0, 9.0)} and scan.events == 4
