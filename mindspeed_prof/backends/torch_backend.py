@@ -112,7 +112,6 @@ class TorchBackend(Backend):
         self._paths = []
         self._threads = []
         self._fork_export = False
-        self.export_cpu_s = None  # CPU seconds of the forked export, once it has ended
         self._stopping_since = None  # when the call that may stop the profiler began
         self.never_ran = None  # a ProfilerStep opened for a unit that did not run: left out
 
@@ -212,9 +211,9 @@ class TorchBackend(Backend):
 
     def _reap(self, pid, read_end, path):
         try:
-            _, status, usage = os.wait4(pid, 0)
+            _, status = os.waitpid(pid, 0)
         except ChildProcessError:  # reaped by someone else (SIGCHLD ignored): it has ended
-            status = usage = None
+            status = None
         # Read only once the child has ended: a process another thread forked meanwhile may
         # hold the pipe's write end open for its whole life.
         os.set_blocking(read_end, False)
@@ -227,7 +226,6 @@ class TorchBackend(Backend):
         if status is None:
             self._finish_export(path, said or None)  # judged by the file
             return
-        self.export_cpu_s = usage.ru_utime + usage.ru_stime
         code = os.waitstatus_to_exitcode(status)
         if code < 0:
             said = f"the export process died of signal {-code}"
