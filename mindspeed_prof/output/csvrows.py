@@ -9,7 +9,7 @@ damaged table from a good one.
 
 What pyarrow does not check is checked on the bytes on their way in: NUL bytes and UTF-8 in
 every column, ``\\r\\n`` folded to ``\\n`` (inside quoted values too). Anything odd (a ragged
-row, a lone ``\\r``, a parse error) sends the table through ``_Exact``, a ``csv``-module pass
+row, a lone ``\\r``, a parse error) sends the table through ``_exact``, a ``csv``-module pass
 that names the line: a stray ragged row (an upstream sample has one) is skipped and counted;
 a file that ends inside a row, or has many bad rows, is corrupt.
 """
@@ -134,6 +134,8 @@ class RowReader:
             if source.error:
                 raise source.error from None
             raise _Odd() from None
+        finally:
+            source.close()
         if source.error:
             raise source.error
         if source.lone_cr or source.quotes % 2:  # pyarrow closes a quote the file left open
