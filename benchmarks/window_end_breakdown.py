@@ -3,8 +3,9 @@
 A diagnostic, not part of the table: the same windows as figure 4 (or, with ``--stack``, figure
 7's 6-step shapes + stack windows on its bigger model), with the functions that run at the
 window's end timed per call and per thread (main thread = time the training loop waits).
-Prints milliseconds per window, medians over the windows. A forked export runs in another
-process: its share shows only as the fork itself.
+Prints milliseconds per window, medians over the windows. Ways: ``async`` (default: export
+thread), ``fork`` (``MINDSPEED_PROF_EXPORT_FORK=1``: its export runs in another process and
+shows only as the fork), ``sync`` and a hand-written loop.
 """
 
 import argparse
@@ -72,10 +73,10 @@ def main(windows=6, lead=4, stack=False):
             model.step(bare, counter)
             counter += 1
         for i in range(windows):
-            for mode in ("async", "thread", "sync", "hand"):
+            for mode in ("async", "fork", "sync", "hand"):
                 _records.clear()
                 save = os.path.join(tmp, f"{mode}{i}")
-                os.environ[torch_backend.EXPORT_FORK_ENV] = "0" if mode == "thread" else "1"
+                os.environ[torch_backend.EXPORT_FORK_ENV] = "1" if mode == "fork" else "0"
                 if mode == "hand":
                     os.makedirs(save)
                     trace = os.path.join(save, "rank0.pt.trace.json")
@@ -83,12 +84,12 @@ def main(windows=6, lead=4, stack=False):
                             else hand_written(trace, ACTIVE))
                 elif stack:
                     if mode == "sync":
-                        continue  # as "thread" here: the save holds the GIL either way
+                        continue  # as "async" here: the save holds the GIL either way
                     manager = window_end_stack._window(save, counter, lead)
                 else:
                     manager = hook_window(save, counter, ACTIVE,
                                           analyse="sync" if mode == "sync" else "async",
-                                          lead=lead)
+                                          lead=lead)  # "fork": async with the env switch
                 for j in range(lead + 1 + active + 1):
                     start = time.perf_counter_ns()
                     window_end_stack.window_step(model, j, lead, counter, wrapped,

@@ -6,9 +6,9 @@ is made bigger than figures 3-4's (hidden 512, sequence 256: a normal step of ab
 CPU) so that the trace's cost relative to a step is the one measured on the CPU Megatron loop
 (issue 15: 6.0x). Three ways, windows alternating in one process:
 
-* ``fork``: mindspeed_prof's default (``async``): the trace is written by a forked child;
-* ``thread``: the same with ``MINDSPEED_PROF_EXPORT_FORK=0``: written by a thread of the rank,
-  as before the child (kineto's save holds the GIL, so it mostly stalls the loop anyway);
+* ``thread``: mindspeed_prof's default (``async``): the trace is written by a thread of the
+  rank (kineto's save holds the GIL, so it mostly stalls the loop anyway);
+* ``fork``: the same with ``MINDSPEED_PROF_EXPORT_FORK=1``: written by a forked child;
 * ``hand``: a hand-written ``torch.profiler`` loop exporting from ``on_trace_ready``.
 
 Per window: the window-end step (the profiler stops and the trace is handed to the exporter)
@@ -33,8 +33,8 @@ TARGET = 1.5
 ACTIVE = 6
 BIG = ["--hidden-size", "512", "--ffn-hidden-size", "2048", "--seq-length", "256",
        "--max-position-embeddings", "256"]
-LABELS = {"fork": "async, trace written by a forked child (default)",
-          "thread": "async, trace written by a thread (before)",
+LABELS = {"thread": "async, trace written by a thread (default)",
+          "fork": "async, trace written by a forked child, MINDSPEED_PROF_EXPORT_FORK=1",
           "hand": "hand-written torch.profiler, reference"}
 
 
@@ -139,7 +139,7 @@ def measure(quick=False):
         for _ in range(3):
             model.step(bare, counter)
             counter += 1
-        series = interleave_all([run("fork"), run("thread"), run("hand")], windows,
+        series = interleave_all([run("thread"), run("fork"), run("hand")], windows,
                                 warmup=0 if quick else 1)
     finally:
         os.environ.pop(EXPORT_FORK_ENV, None)
@@ -147,8 +147,8 @@ def measure(quick=False):
         shutil.rmtree(tmp, ignore_errors=True)
 
     rows = []
-    for mode, runs in zip(("fork", "thread", "hand"), series):
-        default = mode == "fork"
+    for mode, runs in zip(("thread", "fork", "hand"), series):
+        default = mode == "thread"
         context = (f"{len(runs)} windows of {ACTIVE} recorded steps, shapes + stack; normal step "
                    f"{median([r['normal_ms'] for r in runs]):.0f} ms wall, "
                    f"{median([r['normal_cpu_ms'] for r in runs]):.0f} ms CPU; trace "

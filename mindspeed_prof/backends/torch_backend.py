@@ -2,27 +2,28 @@
 
 Where the window-end step goes (torch 2.13 CPU, 6 steps with shapes + stack, a 100 MB trace;
 ``python -m benchmarks.window_end_breakdown --stack``, BENCHMARKS.md figure 7): torch's stop
-builds kineto's result objects (``_disable_profiler``: ~10-14 ms of CPU per MB of trace, about a
-third of it the kernel zeroing fresh pages), then kineto's ``save`` writes the JSON (~4-5 ms per
-MB); our file list and manifest take 5-15 ms. Both torch parts hold the GIL, so a background
-thread does not take the write off the training loop (it stalls it for most of the save).
+builds kineto's result objects (``_disable_profiler``: ~10-20 ms of CPU per MB of trace, about a
+third of it the kernel zeroing fresh pages), kineto's ``save`` writes the JSON (~4-5 ms per MB),
+and freeing the result costs ~4 ms per MB more; our file list and manifest take 5-15 ms. All of
+the torch part holds the GIL, kineto's save even through its file I/O (a save into a slowly read
+FIFO stalled the main thread for the whole 2 s), so the export thread (``--profile-analyse
+async``) takes almost nothing off the training loop.
 
-With ``--profile-analyse async`` (the default) the save of a big trace (torch's stop took
-``FORK_MIN_STOP_S`` or more) therefore runs in a forked child on Linux; a small one is written
-by a thread. The fork costs 25-75 ms (copying page tables), the rank goes on, and a thread waits
-for the child, judges the file and reports as the in-process export does (``wait()``,
-``on_saved``, the manifest's ``parsing``/``complete``). The child blocks SIGTERM/SIGINT
-(torchrun signals the whole group; the parent decides how long to wait) and its trace is
-byte-identical to an in-process save. What the child still costs the rank: copy-on-write of the
-pages the next step writes while the child lives (on CPU training: parameters, gradients and
-optimizer state), and a core. The stop itself cannot leave the training thread: torch has no
-way to end a session without building its results, and it must run on the thread that started
-it. ``MINDSPEED_PROF_EXPORT_FORK=0`` keeps the export in a thread.
+``MINDSPEED_PROF_EXPORT_FORK=1`` (Linux, CPU traces) writes async traces from a forked child
+instead: slow or stalled storage then never holds the rank. It is not the default because on CPU
+training it saves nothing over the three iterations around the window end (measured, figure 7):
+the rank still frees the result (~0.4 s for 100 MB, under the GIL), the fork copies page tables
+(25-75 ms) and the next step pays copy-on-write (parameters, gradients, optimizer state). A
+thread waits for the child and reports as the in-process export does (``wait()``, ``on_saved``,
+the manifest's ``parsing``/``complete``); the child blocks SIGTERM/SIGINT (torchrun signals the
+whole group; the parent decides how long to wait) and writes a byte-identical trace. The stop
+itself cannot leave the training thread: torch has no way to end a session without building its
+results, and it must run on the thread that started it.
 
-CUDA: with CUDA activity the trace is still written by a thread; kineto may query the device
-while saving, which a forked child must not do (not verified on a GPU yet). The stop there also
-synchronises the device and drains CUPTI's buffers. NPU: see ``npu.py``; torch_npu's stop flushes
-raw data, and with ``async`` its parse runs in torch_npu's own child process.
+CUDA: the stop also synchronises the device and drains CUPTI's buffers; the fork is not offered
+with CUDA activity (kineto may query the device while saving, which a forked child must not do;
+not verified on a GPU). NPU: see ``npu.py``; torch_npu's stop flushes raw data, and with
+``async`` its parse runs in torch_npu's own child process.
 """
 
 import os
@@ -61,14 +62,8 @@ def _activities():
     return activities
 
 
-# 0: write every trace from a thread of the training process; "always": from a forked child even
-# when it is small (the tests use it to run the child's paths on tiny windows); else as measured.
+# 1: async traces are written by a forked child (for slow storage, see above); else by a thread.
 EXPORT_FORK_ENV = "MINDSPEED_PROF_EXPORT_FORK"
-# A fork is worth it only for a big trace: it costs 25-75 ms (page tables) plus copy-on-write in
-# the next step, while the save takes about a quarter to a half of torch's stop. Measured
-# (BENCHMARKS.md figures 4 and 7): a 3.5 MB trace (stop ~30 ms) ends faster without it, a
-# 100 MB one (stop 1-2 s) with it.
-FORK_MIN_STOP_S = 0.5
 
 
 def _may_fork_export(activities):
@@ -78,7 +73,7 @@ def _may_fork_export(activities):
     with CUDA activity kineto may still query the device while saving, which a forked child
     must not do (unverified on a GPU, so not done)."""
     return (sys.platform.startswith("linux") and hasattr(os, "fork")
-            and os.environ.get(EXPORT_FORK_ENV, "1") != "0"
+            and os.environ.get(EXPORT_FORK_ENV) == "1"
             and list(activities) == [torch.profiler.ProfilerActivity.CPU])
 
 
@@ -112,7 +107,6 @@ class TorchBackend(Backend):
         self._paths = []
         self._threads = []
         self._fork_export = False
-        self._stopping_since = None  # when the call that may stop the profiler began
         self.never_ran = None  # a ProfilerStep opened for a unit that did not run: left out
 
     @property
@@ -139,14 +133,12 @@ class TorchBackend(Backend):
         self._started = True
 
     def step(self):
-        self._stopping_since = time.perf_counter()
         self._prof.step()
 
     def stop(self):
         if self._prof is None or self._stopped:
             return
         self._stopped = True
-        self._stopping_since = time.perf_counter()
         if self._started:
             self._prof.stop()
         else:
@@ -167,9 +159,7 @@ class TorchBackend(Backend):
         if self.config.profile_analyse == "sync":
             self._export(prof, path)
             return
-        stop_s = time.perf_counter() - (self._stopping_since or time.perf_counter())
-        big = stop_s >= FORK_MIN_STOP_S or os.environ.get(EXPORT_FORK_ENV) == "always"
-        if self._fork_export and big and self._export_in_child(prof, path):
+        if self._fork_export and self._export_in_child(prof, path):
             return
         thread = threading.Thread(target=self._export, args=(prof, path),
                                   name=f"mindspeed_prof-export-rank{self.rank}", daemon=False)
