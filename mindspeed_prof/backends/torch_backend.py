@@ -115,8 +115,13 @@ class TorchBackend(Backend):
 
     def start(self, iteration):
         s = self.schedule
-        schedule = torch.profiler.schedule(wait=s.wait, warmup=s.warmup, active=s.active,
-                                           repeat=s.repeat, skip_first=s.skip_first)
+        with warnings.catch_warnings():
+            # A session per request or RL step, or a window right after another, has no warm-up
+            # unit by design (the planner decided it); torch's "won't be using warmup" would
+            # repeat that decision as a warning in every user's log.
+            warnings.filterwarnings("ignore", message="Profiler won't be using warmup")
+            schedule = torch.profiler.schedule(wait=s.wait, warmup=s.warmup, active=s.active,
+                                               repeat=s.repeat, skip_first=s.skip_first)
         config = self.config
         activities = _activities()
         self._fork_export = _may_fork_export(activities)

@@ -164,3 +164,11 @@ def test_repeated_windows_without_a_known_end_are_not_all_charged_at_start(tmp_p
     run(recorder, range(1, 4))
     recorder.close()
     assert [step_ids(t) for t in torch_traces(tmp_path / "prof" / "req_2-2")] == [[2]]
+
+
+def test_sessions_without_a_warm_up_unit_do_not_warn_in_the_users_log(tmp_path, recwarn):
+    recorder = WindowRecorder(config(tmp_path), unit=REQUEST, session_per_unit=True)
+    recorder.arm(first=1)
+    run(recorder, range(1, 4))
+    recorder.close()
+    assert not [w for w in recwarn if "warmup" in str(w.message)]
