@@ -287,3 +287,14 @@ def _children() -> List[int]:
         except (OSError, ValueError):
             continue
     return pids
+
+
+def exit_reason(exc_type, exc):
+    """How a block ended, in the words the manifest records."""
+    if exc_type is None:
+        return "finished", None
+    if issubclass(exc_type, SystemExit):
+        return "sys.exit", f"exit code {exc.code!r}"
+    if issubclass(exc_type, KeyboardInterrupt):
+        return "interrupted", "KeyboardInterrupt (SIGINT)"
+    return "exception", f"{exc_type.__name__}: {exc}"

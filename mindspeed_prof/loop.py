@@ -12,18 +12,8 @@ Rank and world size default to torch.distributed (when initialised) or torchrun'
 """
 
 from .environment import rank_from_env
+from .exits import exit_reason
 from .drivers.training import ProfilerManager
-
-
-def exit_reason(exc_type, exc):
-    """How a block ended, in the words the manifest records."""
-    if exc_type is None:
-        return "finished", None
-    if issubclass(exc_type, SystemExit):
-        return "sys.exit", f"exit code {exc.code!r}"
-    if issubclass(exc_type, KeyboardInterrupt):
-        return "interrupted", "KeyboardInterrupt (SIGINT)"
-    return "exception", f"{exc_type.__name__}: {exc}"
 
 
 class profile:

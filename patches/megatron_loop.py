@@ -12,7 +12,7 @@ import sys
 
 from mindspeed_prof import ranks
 from mindspeed_prof.errors import ConfigError
-from mindspeed_prof.loop import exit_reason
+from mindspeed_prof.exits import exit_reason
 from mindspeed_prof.drivers.training import ProfilerManager
 from mindspeed_prof.patches import sigterm
 from mindspeed_prof.patches.state import registry, state, usage_exit

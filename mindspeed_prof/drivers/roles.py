@@ -32,6 +32,7 @@ from .. import layout
 from ..config import ProfilerConfig
 from ..environment import rank_from_env
 from ..errors import ConfigError
+from ..exits import exit_reason
 from ..recorder import RL_STEP, WindowRecorder
 
 STAGE_RANGE = "stage:{name}"
@@ -146,7 +147,6 @@ class RoleProfiler:
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        from ..loop import exit_reason
         self.close(*exit_reason(exc_type, exc))
         return False
 
