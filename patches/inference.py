@@ -26,7 +26,7 @@ from mindspeed_prof.drivers.inference import RequestDriver
 from mindspeed_prof.errors import ConfigError
 from mindspeed_prof.patches import import_hooks, sigterm
 from mindspeed_prof.patches.state import registry, state, usage_exit
-from mindspeed_prof.patches.topology import distributed_args, rank_layout
+from mindspeed_prof.patches.topology import distributed_args, rank_and_world, rank_layout
 
 ENGINE = "megatron.core.inference.engines.static_engine.StaticInferenceEngine"
 ENGINE_INIT = f"{ENGINE}.__init__"
@@ -79,12 +79,8 @@ def _megatron_args():
 
 
 def _start_driver(config):
-    import torch.distributed as dist
-
     args = _megatron_args()
-    initialised = dist.is_available() and dist.is_initialized()
-    rank = dist.get_rank() if initialised else int(getattr(args, "rank", 0) or 0)
-    world = dist.get_world_size() if initialised else int(getattr(args, "world_size", 1) or 1)
+    rank, world = rank_and_world(args)
     try:
         layout = rank_layout(world) if ranks.needs_topology(config.profile_ranks) else None
         driver = RequestDriver(config, rank=rank, world_size=world,

@@ -16,7 +16,7 @@ from mindspeed_prof.exits import exit_reason
 from mindspeed_prof.drivers.training import ProfilerManager
 from mindspeed_prof.patches import sigterm
 from mindspeed_prof.patches.state import registry, state, usage_exit
-from mindspeed_prof.patches.topology import distributed_args, rank_layout
+from mindspeed_prof.patches.topology import distributed_args, rank_and_world, rank_layout
 from mindspeed_prof.window import train_limit
 
 TRAIN = "megatron.training.training.train"
@@ -88,11 +88,7 @@ def mindspeed_prof_train_wrapper(train):
 
 
 def _start_manager(config, args):
-    import torch.distributed as dist
-
-    initialised = dist.is_available() and dist.is_initialized()
-    rank = dist.get_rank() if initialised else int(getattr(args, "rank", 0) or 0)
-    world = dist.get_world_size() if initialised else int(getattr(args, "world_size", 1) or 1)
+    rank, world = rank_and_world(args)
     try:
         layout = rank_layout(world) if ranks.needs_topology(config.profile_ranks) else None
         manager = ProfilerManager(config, rank=rank, world_size=world,

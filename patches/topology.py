@@ -38,6 +38,19 @@ def distributed_args(args, rank, world_size):
     }
 
 
+def rank_and_world(args):
+    """This rank and the world size: from torch.distributed once it is up, else from ``args``.
+
+    ``args`` may be None (an inference engine driven without Megatron's training package):
+    then rank 0 of 1.
+    """
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return int(getattr(args, "rank", 0) or 0), int(getattr(args, "world_size", 1) or 1)
+
+
 def own_coordinates():
     from megatron.core import parallel_state as ps
 
