@@ -13,7 +13,7 @@ if TESTS not in sys.path:
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "e2e: runs torchrun with real megatron-core (slow)")
+    config.addinivalue_line("markers", "e2e: slow: torchrun jobs with real megatron-core, the benchmark smoke run")
 
 
 @pytest.fixture(autouse=True)

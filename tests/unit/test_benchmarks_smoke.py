@@ -12,6 +12,10 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUN = os.path.join(REPO, "benchmarks", "run.py")
 
+# Every figure in quick mode starts processes and models (~45 s on a loaded machine): part of the
+# full suite, outside a developer's fast `pytest -m "not e2e"` loop.
+pytestmark = pytest.mark.e2e
+
 
 def benchmark(*args, timeout=300):
     return subprocess.run([sys.executable, RUN, *map(str, args)], cwd=REPO, capture_output=True,
