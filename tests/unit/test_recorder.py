@@ -5,25 +5,9 @@ import json
 import os
 import threading
 
-import torch
-
+from helpers.inference import config, work  # the same tiny model and window 2-3
 from helpers.traces import step_ids, torch_traces
-from mindspeed_prof import ProfilerConfig
 from mindspeed_prof.recorder import ITERATION, REQUEST, RL_STEP, WindowRecorder
-
-MODEL = torch.nn.Linear(16, 16)
-
-
-def work():
-    MODEL(torch.randn(4, 16)).sum().backward()
-
-
-def config(tmp_path, **overrides):
-    values = dict(profile=True, profile_step_start=2, profile_step_end=4,
-                  profile_save_path=str(tmp_path / "prof"), profile_backend="torch",
-                  profile_analyse="sync")
-    values.update(overrides)
-    return ProfilerConfig(**values)
 
 
 def run(recorder, units, labels=()):
