@@ -15,6 +15,7 @@ from ..errors import ConfigError
 from ..layout import ASCEND_OUTPUT_DIR
 from . import aggregate, columns, jobruns, parallel, requests, torchtrace
 from .aggregate import Item
+from .checker import _manifest_window  # one rule, check's, for the window holding a capture
 from .csvtable import CsvTable, number
 from .discover import discover
 from .errors import CorruptFile
@@ -82,6 +83,7 @@ def summarize_directory(path, top=10):
     if runs.left_out:  # two jobs in one save path: the newest run per rank, the others named
         summary.notes.append(runs.note())
         found.runs = jobruns.keep_runs(found.runs, runs)
+    manifests = runs.chosen
     by_rank = {}
     for run in found.runs:
         if run.rank is None:
@@ -97,6 +99,8 @@ def summarize_directory(path, top=10):
         partials = parallel.run(read_capture, calls,
                                 parallel.workers_for(sum(sizes), len(calls)),
                                 warm=aggregate.load_parsers, done=lambda i: bar.advance(sizes[i]))
+    for run, partial in zip(runs, partials):
+        _leave_out_never_ran(partial, run, manifests.get(run.rank))
     for rank in sorted(by_rank):
         rank_summary = RankSummary(rank=rank)
         for partial in (p for p in partials if p.rank == rank):
@@ -115,6 +119,21 @@ def summarize_directory(path, top=10):
                              f"read ({why or 'no numbers in them'}); run `mindspeed-prof check "
                              f"{path}` to see why")
     return summary
+
+
+def _leave_out_never_ran(partial, run, manifest):
+    """Drop the step the manifest names ``never_ran``, as ``check`` does: the profiler opened it
+    for an iteration that never ran. A torch trace no longer holds it; torch_npu parses the
+    capture later, so its step_trace_time.csv still does."""
+    never_ran = (_manifest_window(run, manifest) or {}).get("never_ran")
+    if not isinstance(never_ran, int) or isinstance(never_ran, bool):
+        return
+    kept = [s for s in partial.steps if s["step"] != never_ran]
+    if len(kept) != len(partial.steps):
+        partial.steps = kept
+        partial.notes.append(f"{run.rel}: step {never_ran} left out of step times: the manifest "
+                             f"says iteration {never_ran} never ran (its ProfilerStep was opened "
+                             f"as the loop ended)")
 
 
 def read_capture(backend, path, rel, rank):

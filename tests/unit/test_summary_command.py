@@ -132,6 +132,25 @@ def test_an_unreadable_table_is_a_note_not_a_failure(tmp_path, capsys):
     assert any("cut short" in n for n in entry["notes"])
 
 
+def test_an_npu_step_the_manifest_says_never_ran_is_left_out_with_a_note(tmp_path, capsys):
+    # torch_npu parses later, so step_trace_time.csv keeps the step opened as the loop ended.
+    path = samples.npu_capture(tmp_path, 0)
+    table = os.path.join(path, samples.OUTPUT, "step_trace_time.csv")
+    with open(table, newline="") as handle:
+        header, row = list(csv.reader(handle))[:2]
+    with open(table, "a", newline="") as handle:
+        csv.writer(handle).writerow(["3"] + [str(10 * float(v)) for v in row[1:]])
+    window = {"start": 2, "end": None, "dir": ".", "status": "complete",
+              "files": [os.path.basename(path)], "iterations_recorded": [2], "never_ran": 3}
+    samples.write_manifest(tmp_path, 0, selected_ranks=[0], windows=[window])
+    code, data = summary_json(capsys, tmp_path)
+    entry = rank_of(data, 0)
+    assert code == 0 and [s["step"] for s in entry["steps"]] == [2]
+    assert entry["breakdown_us"]["Computing"] == pytest.approx(float(row[1]))
+    assert any("step 3 left out of step times" in n and "never ran" in n
+               for n in entry["notes"])
+
+
 def test_torch_trace_gives_step_durations_and_operators_by_self_time(tmp_path, capsys):
     torch_trace(tmp_path, rank=0, start=5, end=8)
     torch_trace(tmp_path, rank=1, start=5, end=8)
