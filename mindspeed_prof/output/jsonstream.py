@@ -295,6 +295,15 @@ def iter_event_batches(path, chunk=CHUNK_BYTES):
         yield result
 
 
+def complete_events(path, chunk=CHUNK_BYTES):
+    """The complete (``"ph": "X"``) events of a trace, in file order; raises ``CorruptFile``
+    where the file breaks. (``torchtrace`` keeps its own loop: it also counts every event.)"""
+    for batch in iter_event_batches(path, chunk):
+        for event in batch:
+            if isinstance(event, dict) and event.get("ph") == "X":
+                yield event
+
+
 def _array_loader():
     """``text -> list``: msgspec (1.6x json.loads on a torch trace), ``json`` where msgspec
     refuses what ``json`` reads (NaN, 1e999, lone surrogates), so the events are the same."""

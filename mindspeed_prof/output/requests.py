@@ -57,19 +57,16 @@ def _forwards_per_step(timeline):
         return None, {}, None
     spans, marks = [], []
     try:
-        for batch in jsonstream.iter_event_batches(timeline):
-            for event in batch:
-                if not isinstance(event, dict) or event.get("ph") != "X":
-                    continue
-                name, ts = event.get("name"), to_float(event.get("ts"))
-                if not isinstance(name, str) or ts is None:
-                    continue
-                if name in FORWARD_RANGES and not str(event.get("cat", "")).startswith("gpu"):
-                    marks.append((ts, name))
-                elif name.startswith(STEP_PREFIX):
-                    n, dur = step_number(name), to_float(event.get("dur"))
-                    if n is not None and dur is not None:
-                        spans.append((ts, ts + dur, n))
+        for event in jsonstream.complete_events(timeline):
+            name, ts = event.get("name"), to_float(event.get("ts"))
+            if not isinstance(name, str) or ts is None:
+                continue
+            if name in FORWARD_RANGES and not str(event.get("cat", "")).startswith("gpu"):
+                marks.append((ts, name))
+            elif name.startswith(STEP_PREFIX):
+                n, dur = step_number(name), to_float(event.get("dur"))
+                if n is not None and dur is not None:
+                    spans.append((ts, ts + dur, n))
     except (CorruptFile, OSError, ValueError) as exc:
         return None, {}, f"forwards not counted ({exc})"
     counts = {n: {r: 0 for r in FORWARD_RANGES} for _, _, n in spans}

@@ -95,22 +95,19 @@ def read_steps(path):
     """``{step: (step_us, {stage: us})}`` from one chrome trace: ``ProfilerStep#N`` events and
     the ``stage:NAME`` ranges that lie inside them."""
     steps, ranges = {}, []
-    for batch in jsonstream.iter_event_batches(path):
-        for event in batch:
-            if not isinstance(event, dict) or event.get("ph") != "X":
-                continue
-            name = event.get("name")
-            if not isinstance(name, str) or str(event.get("cat", "")).startswith("gpu"):
-                continue
-            ts, dur = to_float(event.get("ts")), to_float(event.get("dur"))
-            if ts is None or dur is None:
-                continue
-            if name.startswith(STEP_PREFIX):
-                number = step_number(name)
-                if number is not None:
-                    steps.setdefault(number, (ts, dur))
-            elif name.startswith(STAGE_PREFIX):
-                ranges.append((name[len(STAGE_PREFIX):], ts, dur))
+    for event in jsonstream.complete_events(path):
+        name = event.get("name")
+        if not isinstance(name, str) or str(event.get("cat", "")).startswith("gpu"):
+            continue
+        ts, dur = to_float(event.get("ts")), to_float(event.get("dur"))
+        if ts is None or dur is None:
+            continue
+        if name.startswith(STEP_PREFIX):
+            number = step_number(name)
+            if number is not None:
+                steps.setdefault(number, (ts, dur))
+        elif name.startswith(STAGE_PREFIX):
+            ranges.append((name[len(STAGE_PREFIX):], ts, dur))
     result = {number: (dur, {}) for number, (ts, dur) in steps.items()}
     for stage, ts, dur in ranges:
         for number, (start, length) in steps.items():
