@@ -114,21 +114,27 @@ def test_colocated_roles_one_after_the_other_both_record(tmp_path):
     assert manifest(tmp_path / "ref" / "profile_manifest_rank0.json")["errors"] == []
 
 
-def test_stage_called_from_another_thread_than_the_step_is_a_clear_error(tmp_path):
-    config = roles_config(tmp_path, actor={"profile_steps": "1"})
-    prof = mindspeed_prof.role_profiler("actor", config, rank=0, world_size=1, total_steps=2)
+def errors_on_another_thread(call, name=None):
+    """The RuntimeError messages ``call()`` raises on a new thread (joined before returning)."""
     caught = []
 
     def other_thread():
         try:
-            prof.stage("update")
+            call()
         except RuntimeError as exc:
             caught.append(str(exc))
 
+    thread = threading.Thread(target=other_thread, name=name)
+    thread.start()
+    thread.join()
+    return caught
+
+
+def test_stage_called_from_another_thread_than_the_step_is_a_clear_error(tmp_path):
+    config = roles_config(tmp_path, actor={"profile_steps": "1"})
+    prof = mindspeed_prof.role_profiler("actor", config, rank=0, world_size=1, total_steps=2)
     with prof.step(1):
-        thread = threading.Thread(target=other_thread)
-        thread.start()
-        thread.join()
+        caught = errors_on_another_thread(lambda: prof.stage("update"))
     prof.close()
     assert len(caught) == 1 and "stage('update') on thread" in caught[0]
     assert "call step() and stage() on the thread that computes" in caught[0]
@@ -137,18 +143,8 @@ def test_stage_called_from_another_thread_than_the_step_is_a_clear_error(tmp_pat
 def test_a_step_entered_on_another_thread_while_one_runs_is_a_clear_error(tmp_path):
     config = roles_config(tmp_path, actor={"profile_steps": "1"})
     prof = mindspeed_prof.role_profiler("actor", config, rank=0, world_size=1, total_steps=2)
-    caught = []
-
-    def other_thread():
-        try:
-            prof.step(2)
-        except RuntimeError as exc:
-            caught.append(str(exc))
-
     with prof.step(1):
-        thread = threading.Thread(target=other_thread, name="worker-2")
-        thread.start()
-        thread.join()
+        caught = errors_on_another_thread(lambda: prof.step(2), name="worker-2")
     prof.close()
     assert len(caught) == 1
     assert "step(2) on thread 'worker-2' while step(1) runs on another thread" in caught[0]
