@@ -1,11 +1,8 @@
 """``summary`` and ``check`` on the req_ layout: per request latency, forwards and top operators,
 from captures the request driver wrote (torch backend and the torch_npu double)."""
 
-import sys
-
-import pytest
-
 from helpers.cli import run_cli
+from helpers.npu import fake_npu_fixture
 from mindspeed_prof.output.render_summary import summary_csv, summary_table
 from mindspeed_prof.output.summary import summarize_directory
 from mindspeed_prof.recorder import REQUEST, WindowRecorder
@@ -82,16 +79,7 @@ def test_check_passes_a_server_profile_in_req_folders(tmp_path, capsys):
     assert "req_2-2/" in out and "req_3-3/" in out
 
 
-@pytest.fixture
-def fake_npu(monkeypatch):
-    from fakes.loader import FAKES_DIR, load_fake_torch_npu, unload_fake_torch_npu
-
-    monkeypatch.setenv("RANK", "0")
-    yield load_fake_torch_npu("2.14.0")
-    sys.modules["torch_npu.profiler.analysis"].wait_for_async_parses(timeout=60)
-    unload_fake_torch_npu()
-    while FAKES_DIR in sys.path:
-        sys.path.remove(FAKES_DIR)
+fake_npu = fake_npu_fixture("2.14.0")
 
 
 def test_npu_request_rows_come_from_each_request_capture(tmp_path, fake_npu):
