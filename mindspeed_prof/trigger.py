@@ -8,7 +8,8 @@ torch_npu's dynamic profiling (each process polls on its own) cannot guarantee. 
 none of this exists: no stat, no collective.
 
 Each rank reports its state in ``FILE.status/rank{R}.json``: armed, running, parsing, done,
-failed, idle (the job ended).
+cut (the job ended inside the window, which kept the iterations it recorded: ``check``'s
+``cut``), failed, idle (the job ended).
 """
 
 import contextlib
@@ -17,9 +18,11 @@ import os
 import time
 import uuid
 
-STATES = ("armed", "running", "parsing", "done", "failed", "idle")
+STATES = ("armed", "running", "parsing", "done", "cut", "failed", "idle")
 # A window's manifest status, as the trigger status file says it.
-STATE_OF_STATUS = {"complete": "done", "unparsed": "done", "incomplete": "failed"}
+STATE_OF_STATUS = {"complete": "done", "unparsed": "done", "incomplete": "failed", "cut": "cut"}
+# The states a request ends in: ``trigger --wait`` stops at them, and succeeds on done and idle.
+FINAL_STATES = ("done", "cut", "failed", "idle")
 
 
 def status_dir(path):

@@ -12,7 +12,6 @@ from mindspeed_prof import ranks, trigger
 from mindspeed_prof.errors import ConfigError
 
 HELP = "Ask a running job (started with --profile-trigger-file FILE) to profile the next N steps."
-FINAL = ("done", "failed", "idle")
 
 
 def add_arguments(parser):
@@ -69,9 +68,9 @@ def _wait(path, since, timeout):
     while time.monotonic() < deadline:
         statuses = trigger.read_statuses(path)
         touched = [s for s in statuses.values() if s.get("updated", 0) >= since and s.get("window")]
-        if touched and all(s.get("state") in FINAL for s in touched):
+        if touched and all(s.get("state") in trigger.FINAL_STATES for s in touched):
             _show(path)
-            return 0 if all(s["state"] != "failed" for s in touched) else 1
+            return 0 if all(s["state"] not in ("failed", "cut") for s in touched) else 1
         time.sleep(0.5)
     print(f"the job did not finish the request within {timeout:g} s")
     _show(path)

@@ -2,6 +2,8 @@
 
 import json
 import os
+import re
+import time
 
 import pytest
 import torch
@@ -153,6 +155,42 @@ def test_trigger_status_lists_each_rank(tmp_path, capsys):
         "running", window=[5, 7])
     assert main(["trigger", path, "--status"]) == 0
     assert "3     running   5-6" in capsys.readouterr().out
+
+
+def test_a_trigger_window_the_loop_cuts_reports_cut_a_documented_state(tmp_path, monkeypatch):
+    path = str(tmp_path / "trigger.json")
+    written = []
+    original = trigger.TriggerWatcher.set_state
+    monkeypatch.setattr(trigger.TriggerWatcher, "set_state", lambda self, state, **details: (
+        written.append(state), original(self, state, **details)))
+
+    def request(iteration):
+        if iteration == 3:
+            assert main(["trigger", path, "--steps", "5"]) == 0
+
+    cfg = config(tmp_path, profile_trigger_file=path, profile_trigger_poll=2)
+    with profile(cfg, train_iters=20) as prof:  # window 5-9; the loop stops early, after 6
+        for iteration in range(1, 7):
+            request(iteration)
+            MODEL(torch.randn(2, 16)).sum().backward()
+            prof.step()
+    assert manifest(tmp_path / "prof", 0)["windows"][0]["status"] == "cut"
+    assert "cut" in written and set(written) <= set(trigger.STATES)
+
+
+def test_the_readme_lists_every_trigger_state():
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")).read()
+    listed = re.findall(r"\w+", readme.split("--status` shows each")[1].split(";")[0])
+    assert set(trigger.STATES) <= set(listed), listed
+
+
+def test_trigger_wait_ends_on_a_cut_window_and_exits_1(tmp_path, capsys):
+    path = str(tmp_path / "trigger.json")
+    trigger.TriggerWatcher(path, poll=1, rank=0, world_size=1, report=None).set_state(
+        "cut", window=[5, 10], updated=time.time() + 60)  # reported after the request
+    assert main(["trigger", path, "--steps", "5", "--wait", "3"]) == 1
+    out = capsys.readouterr().out
+    assert "0     cut       5-9" in out and "did not finish" not in out
 
 
 def test_check_and_summary_read_the_several_windows_layout(tmp_path, capsys):
