@@ -95,16 +95,22 @@ def test_torchrun_sigterm_after_another_rank_failed_flushes_the_surviving_rank(t
 
 
 def test_keyboard_interrupt_in_the_window_flushes_and_the_rank_still_dies_of_sigint(tmp_path):
+    # Rank 1 sleeps in iteration 4 outside any collective, so it learns of rank 0's end only
+    # from torchrun. Blocked in a collective instead, it fails on the lost peer as soon as rank
+    # 0's gloo sockets close, which is during rank 0's interpreter teardown, after the flush but
+    # before Python re-raises SIGINT: on a busy machine torchrun's SIGTERM then wins that race.
     save = tmp_path / "prof"
-    env = env_for(tmp_path, HARNESS_SIGNAL_AT_ITER="4@0", HARNESS_SIGNAL="INT")
-    # Without DataLoader workers to shut down, rank 0 has ended before torchrun, seeing rank 1
-    # fail on the lost peer, would SIGTERM it: its own exit status is what is compared.
-    run = train(tmp_path, flags(save, ranks=("0",)) + ["--num-workers", "0"], env=env)
-    assert worker_exit_codes(run)[0] == -2, run.describe()  # Python's KeyboardInterrupt exit
+    env = env_for(tmp_path, HARNESS_SIGNAL_AT_ITER="4@0", HARNESS_SIGNAL="INT",
+                  HARNESS_SLEEP_AT_ITER="4:60@1")
+    run = train(tmp_path, flags(save), env=env)
+    assert worker_exit_codes(run) == {0: -2, 1: -15}, run.describe()  # -2: KeyboardInterrupt
+    assert run.duration_s < 45, "rank 1 must die of torchrun's SIGTERM, not sleep out its 60 s"
     assert run.report(0)["end"]["type"] == "KeyboardInterrupt"
+    assert run.report(0)["signals"] == [] and run.report(1)["signals"] == ["SIGTERM"]
     assert manifest(save, 0)["exit"] == {"reason": "interrupted",
                                          "detail": "KeyboardInterrupt (SIGINT)"}
-    assert_flushed_and_checked(save, [0], cut_in=4)
+    assert manifest(save, 1)["exit"] == {"reason": "signal", "detail": "SIGTERM"}
+    assert_flushed_and_checked(save, [0, 1], cut_in=4)
 
 
 @pytest.mark.parametrize("signum, exit_reason, rank_end", [
