@@ -149,9 +149,15 @@ class ProfilerConfig:
     def replace(self, **changes):
         return dataclasses.replace(self, **changes)
 
-    def warnings(self):
-        """Combinations torch_npu would silently change, said plainly (any torch_npu version)."""
+    def warnings(self, role_driver: bool = False) -> list:
+        """Combinations torch_npu would silently change, and knobs this run ignores, said
+        plainly. ``role_driver``: the config of an RL role (role_profiler), where the role
+        driver, not the user, decides what applies."""
         notes = []
+        if self.profile_stages and not role_driver:
+            notes.append(f"--profile-stages {','.join(self.profile_stages)} only applies to RL "
+                         f"roles (role_profiler); a training or inference run ignores it and "
+                         f"records whole iterations or requests: remove it.")
         level = self.profile_level
         if self.profile_aic_metrics not in (None, "AiCoreNone") and level in ("level0", "level_none"):
             notes.append(f"--profile-aic-metrics {self.profile_aic_metrics} is ignored at "

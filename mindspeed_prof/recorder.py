@@ -201,7 +201,7 @@ class WindowRecorder:
         # Kept under the training names: check and older readers know them.
         data["first_iteration"], data["train_iters"] = first, last
         self.manifest.save()
-        notes = list(self.config.warnings())
+        notes = list(self.config.warnings(role_driver=self.role is not None))
         ignored = backends.ignored_flags(self.backend_name, self.config)
         if ignored:
             notes.append(f"{', '.join(ignored)} only apply to the npu backend; the "

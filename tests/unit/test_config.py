@@ -84,6 +84,26 @@ def test_op_attr_without_db_export_is_warned():
     assert any("--profile-op-attr" in n for n in ProfilerConfig(profile_op_attr=True).warnings())
 
 
+def test_profile_stages_outside_rl_roles_is_warned_in_the_training_manifest(tmp_path):
+    import json
+
+    import torch
+
+    from mindspeed_prof import profile
+
+    config = ProfilerConfig(profile=True, profile_save_path=str(tmp_path), profile_backend="torch",
+                            profile_step_start=1, profile_step_end=2, profile_stages="update")
+    with profile(config, rank=0, world_size=1, train_iters=2) as prof:
+        for _ in range(2):
+            torch.randn(4, 4).sum()
+            prof.step()
+    with open(tmp_path / "profile_manifest_rank0.json") as handle:
+        messages = [w["message"] for w in json.load(handle)["warnings"]]
+    assert any(m.startswith("--profile-stages update only applies to RL roles") for m in messages)
+    assert not any("--profile-stages" in n
+                   for n in ProfilerConfig(profile_stages="update").warnings(role_driver=True))
+
+
 def test_every_field_has_a_flag_name_and_help():
     for name, spec in KNOBS.items():
         assert name.startswith("profile")

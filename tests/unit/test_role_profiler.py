@@ -70,6 +70,8 @@ def test_selected_stages_are_each_their_own_session_per_step_and_others_are_not_
         assert found == {"step_2-2": [2], "step_3-3": [3]}
         data = manifest(root / stage / "profile_manifest_rank0.json")
         assert data["role"] == "actor" and data["stage"] == stage
+        # profile_stages is the role driver's to use: no "ignored" warning here
+        assert not any("--profile-stages" in w["message"] for w in data["warnings"])
 
 
 def test_a_window_past_total_steps_is_refused_naming_the_role(tmp_path):
