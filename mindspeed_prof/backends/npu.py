@@ -7,7 +7,9 @@ checked (profiler_info written, parse output present, parser logs free of errors
 
 import glob
 import json
+import multiprocessing
 import os
+import signal
 import threading
 
 from .. import layout
@@ -56,6 +58,9 @@ class NpuBackend(Backend):
         self._before = set()
         self._async = self.config.profile_analyse == "async"
         self._lock = threading.Lock()
+        self._parsers = []  # the processes torch_npu started for an async parse
+        self._parsers_owner = os.getpid()  # only their parent can wait on them
+        self._parse_loss_said = False
 
     @property
     def version(self):
@@ -105,7 +110,10 @@ class NpuBackend(Backend):
             self.saving_thread = threading.get_ident()  # a sync parse runs right here
             try:
                 if handler is not None:
+                    before = _child_processes() if self._async else []
                     handler(prof)
+                    if self._async:  # torch_npu parses in a forked process: know if it dies
+                        self._parsers += [p for p in _child_processes() if p not in before]
                 self._after_save()
             finally:
                 self.saving_thread = None
@@ -174,6 +182,33 @@ class NpuBackend(Backend):
             return "torch_npu is parsing in a child process (--profile-analyse async)"
         return None
 
+    def status(self):
+        status = super().status()
+        if status == "parsing" and self._parse_killed():
+            return "unparsed"  # nothing will finish the parse: raw data, `analyse` parses it
+        return status
+
+    def _parse_killed(self):
+        """True when the parse is unfinished and no process is left to finish it (a signal
+        sent to the whole job kills torch_npu's parse process with the rank); said once, with
+        the fix, in the manifest."""
+        if not self._parsers or self._parsers_owner != os.getpid():
+            return False  # a forked child (a DataLoader worker) cannot wait on its parent's
+        if any(p.exitcode is None for p in self._parsers):
+            return False
+        ended = self._parsers
+        if not self._parse_loss_said:
+            self._parse_loss_said = True
+            runs = [run for run in self.outputs() if not self._parsed(run)]
+            for process in ended:
+                self.report("error", "parse", f"torch_npu's parse process (pid {process.pid}, "
+                                              f"--profile-analyse async) {_how(process.exitcode)} "
+                                              f"before it finished: {', '.join(runs)} not parsed "
+                                              f"(its raw data is kept); parse it with "
+                                              f"`mindspeed-prof analyse "
+                                              f"{runs[0] if len(runs) == 1 else self.save_dir}`")
+        return bool(ended)
+
     def _parsed(self, run):
         """torch_npu >= 2.10 marks a finished parse with analyse.done; older ones leave no marker,
         so the output folder is the best sign there (``mindspeed-prof check`` verifies it)."""
@@ -182,6 +217,20 @@ class NpuBackend(Backend):
         if marker_known:
             return os.path.exists(os.path.join(output, "analyse.done"))
         return os.path.isdir(output)
+
+
+def _child_processes():
+    """This process's live multiprocessing children (torch_npu's parse runs in one)."""
+    return multiprocessing.active_children()
+
+
+def _how(exitcode):
+    if exitcode < 0:
+        try:
+            return f"was killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"was killed by signal {-exitcode}"
+    return f"ended (exit code {exitcode})"
 
 
 # torch_npu's own [ERROR] lines say what broke, not what to do; training goes on either way.

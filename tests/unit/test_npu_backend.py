@@ -136,6 +136,72 @@ def test_async_mode_parses_off_the_training_thread(tmp_path, fake_npu):
     assert kernel_step_ids(run_dirs(tmp_path)[0]) == ["3", "4"]
 
 
+def parse_in_a_process(monkeypatch):
+    """Parse the way the real wheel does, in a forked process (the double uses a thread) that
+    sleeps; returns the processes, and a call that ends them with SIGTERM, as a job-wide signal
+    would."""
+    import multiprocessing
+    import signal
+    import time
+
+    from torch_npu.profiler.analysis._driver import NpuProfiler
+
+    context = multiprocessing.get_context("fork")
+    parses, ready = [], context.Event()
+
+    def parse():
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the handlers earlier tests left
+        ready.set()
+        time.sleep(60)
+
+    def start(parser):
+        process = context.Process(target=parse)
+        process.start()
+        parses.append(process)
+
+    def kill():
+        for process in parses:
+            ready.wait(10)
+            os.kill(process.pid, signal.SIGTERM)
+            process.join(10)
+
+    monkeypatch.setattr(NpuProfiler, "_start_async", staticmethod(start))
+    return parses, kill
+
+
+def test_an_async_parse_killed_with_the_job_leaves_the_window_unparsed_with_the_fix(
+        tmp_path, fake_npu, monkeypatch):
+    fake_npu("2.14.0")
+    parses, kill = parse_in_a_process(monkeypatch)
+    with profile(config(tmp_path, profile_analyse="async"), train_iters=6, rank=0, world_size=2,
+                 parallel=LAYOUT) as prof:
+        for iteration in range(1, 7):
+            MODEL(torch.randn(4, 32)).sum().backward()
+            prof.step()
+            if iteration == 5:  # the window 3-4 is saved; its parse dies with the job
+                kill()
+    (run_dir,) = run_dirs(tmp_path)
+    data = manifest(tmp_path / "prof", 0)
+    assert len(parses) == 1 and data["windows"][0]["status"] == "unparsed"
+    errors = " ".join(e["message"] for e in data["errors"])
+    assert f"parse process (pid {parses[0].pid}, --profile-analyse async) was killed by " \
+           f"SIGTERM" in errors
+    assert f"`mindspeed-prof analyse {run_dir}`" in errors
+
+
+def test_an_async_parse_still_running_at_the_end_stays_parsing(tmp_path, fake_npu, monkeypatch):
+    fake_npu("2.14.0")
+    parses, _ = parse_in_a_process(monkeypatch)
+    try:
+        run_loop(config(tmp_path, profile_analyse="async"))
+        data = manifest(tmp_path / "prof", 0)
+        assert data["windows"][0]["status"] == "parsing" and data["errors"] == []
+    finally:
+        for process in parses:
+            process.kill()
+            process.join(10)
+
+
 def test_cpu_activity_only_with_profile_with_cpu_and_its_absence_is_explained(tmp_path, fake_npu):
     fake_npu("2.7.1")
     run_loop(config(tmp_path))
