@@ -32,6 +32,13 @@ def worker_name(rank, role=None):
     return f"{role}_rank{rank}" if role else f"rank{rank}"
 
 
+def session_worker_name(rank, role=None, unit_prefix=None, n=None):
+    """With a session per unit, the unit too (``rank0_req2``), so one rank's captures are told
+    apart by name; else ``worker_name``."""
+    name = worker_name(rank, role)
+    return name if unit_prefix is None else f"{name}_{unit_prefix}{n}"
+
+
 def manifest_path(save_path, rank):
     return os.path.join(save_path, MANIFEST_TEMPLATE.format(rank=rank))
 

@@ -177,8 +177,8 @@ class WindowRecorder:
     def _worker_name(self, schedule):
         """The NPU capture's name prefix: rank (and role); with a session per unit, the unit
         too (``rank0_req2``), so one rank's captures are told apart by name."""
-        name = layout.worker_name(self.rank, self.role)
-        return f"{name}_{self.unit.prefix}{schedule.start}" if self.session_per_unit else name
+        prefix = self.unit.prefix if self.session_per_unit else None
+        return layout.session_worker_name(self.rank, self.role, prefix, schedule.start)
 
     def _describe_plan(self, plan):
         return describe_window(plan, self.unit, self.session_per_unit)

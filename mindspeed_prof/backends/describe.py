@@ -44,13 +44,13 @@ def _torch_npu_profiler():
         return _Names("torch_npu.profiler"), False
 
 
-def npu_call(config, schedule, save_path, rank):
+def npu_call(config, schedule, save_path, rank, worker=None):
     tp, real = _torch_npu_profiler()
     exp_kwargs, dropped = npu_options.experimental_kwargs(config, tp)
     experimental = _Call("_ExperimentalConfig", exp_kwargs)
     sched = (f"schedule(wait={schedule.wait}, active={schedule.active}, warmup={schedule.warmup}, "
              f"repeat={schedule.repeat}, skip_first={schedule.skip_first})")
-    handler = (f"tensorboard_trace_handler({save_path!r}, worker_name={layout.worker_name(rank)!r}, "
+    handler = (f"tensorboard_trace_handler({save_path!r}, worker_name={worker or layout.worker_name(rank)!r}, "
                f"analyse_flag={config.profile_analyse != 'offline'}, "
                f"async_mode={config.profile_analyse == 'async'})")
     kwargs = npu_options.profile_kwargs(config, tp if real else _Names("torch_npu.profiler"),
@@ -63,7 +63,7 @@ def npu_call(config, schedule, save_path, rank):
     return text, notes
 
 
-def torch_call(config, schedule, save_path, rank):
+def torch_call(config, schedule, save_path, rank, worker=None):
     sched = (f"torch.profiler.schedule(wait={schedule.wait}, warmup={schedule.warmup}, "
              f"active={schedule.active}, repeat={schedule.repeat}, skip_first={schedule.skip_first})")
     export = "a background thread" if config.profile_analyse != "sync" else "the training thread"

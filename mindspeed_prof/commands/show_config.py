@@ -12,7 +12,7 @@ from mindspeed_prof import backends, budget, ranks
 from mindspeed_prof.arguments import add_recorded_profile_flags, parse_profile_flags
 from mindspeed_prof.backends import describe
 from mindspeed_prof.errors import BackendUnavailable, ConfigError
-from mindspeed_prof.layout import window_dir
+from mindspeed_prof.layout import session_worker_name, window_dir
 from mindspeed_prof.manager import check_save_path
 from mindspeed_prof.units import ITERATION, REQUEST, UNITS, describe_window
 from mindspeed_prof.window import (StepSchedule, last_iteration, passed_windows, plan_windows,
@@ -83,11 +83,13 @@ def resolve(args):
     schedule = plans[0] if plans else _trigger_example()
     folder = (window_dir(save_path, schedule.start, schedule.end) if several_windows(config)
               else save_path)
+    worker = None
     if unit is REQUEST:  # a session per request, in its own folder (requests hop threads)
         schedule = StepSchedule(skip_first=schedule.start, warmup=0, active=1)
         folder = window_dir(save_path, schedule.start, schedule.end, unit.prefix)
+        worker = session_worker_name(example_rank, None, unit.prefix, schedule.start)
     call, call_notes = (describe.npu_call if backend == "npu" else describe.torch_call)(
-        config, schedule, folder, example_rank)
+        config, schedule, folder, example_rank, worker)
     notes = notes_first + (_request_notes() if unit is REQUEST
                            else _plan_notes(config, plans, args.first_iteration))
     notes += list(config.warnings()) + call_notes

@@ -3,6 +3,7 @@ and a server's unknown end is said, not checked."""
 
 import json
 
+from helpers.npu import fake_npu  # noqa: F401 - fixture
 from mindspeed_prof.cli import main
 
 
@@ -36,3 +37,11 @@ def test_a_last_iteration_is_refused_for_requests(capsys):
     code, _, err = run(capsys, "--unit", "request", "--train-iters", "5")
     assert code == 2
     assert "--train-iters and --exit-interval do not apply with --unit request" in err
+
+
+def test_npu_call_names_the_capture_after_its_rank_and_request(capsys, tmp_path, fake_npu):
+    code, out, _ = run(capsys, "--unit", "request", "--profile-step-start", "2",
+                       "--profile-step-end", "4", "--profile-backend", "npu",
+                       "--profile-save-path", tmp_path / "p")
+    assert code == 0
+    assert "worker_name='rank0_req2'" in out
