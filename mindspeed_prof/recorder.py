@@ -37,7 +37,7 @@ from .exits import FlushOnExit, final_flush
 from .manifest import Manifest, overall_status
 from .startup import check_save_path, preflight  # noqa: F401 - the recorder's start-up checks
 from .units import ITERATION, REQUEST, RL_STEP, UNITS, Unit, describe_window  # noqa: F401 - drivers import them here
-from .window import OPEN_ENDED, StepSchedule, last_iteration, plan_windows
+from .window import OPEN_ENDED, StepSchedule, last_iteration, plan_windows, several_windows
 
 
 # What a user does about a profiler failure, by phase ({owner} goes on without profiling here).
@@ -153,11 +153,6 @@ class WindowRecorder:
     def describe(self) -> str:
         """How messages name this recorder: its role, else its unit."""
         return f"role {self.role!r}" if self.role else f"{self.unit.name} profiling"
-
-    def _separate_folders(self):
-        config = self.config
-        return self.session_per_unit or bool(
-            config.profile_every or config.profile_steps or config.profile_trigger_file)
 
     def _announce(self, plans):
         if self.rank != 0:
@@ -314,7 +309,7 @@ class WindowRecorder:
                 WindowRecorder._running = None
 
     def _window_dir(self, schedule):
-        if not self._separate_folders():
+        if not (self.session_per_unit or several_windows(self.config)):
             return self.save_path
         return layout.window_dir(self.save_path, schedule.start, schedule.end, self.unit.prefix)
 
@@ -339,10 +334,13 @@ class WindowRecorder:
             self._stop_if_over_budget()
 
     def _finish_window(self):
-        self._guard("stop", self._backend.stop)
-        self._on_saved(self._backend, self._window)
-        self._release_process()
-        self._next_window()
+        # A signal whose flush ran inside this stop would stop the session a second time,
+        # mid-export: hold it (and torch's worker-death errors) until the window is closed here.
+        with final_flush():
+            self._guard("stop", self._backend.stop)
+            self._on_saved(self._backend, self._window)
+            self._release_process()
+            self._next_window()
 
     def _next_window(self):
         self.schedule = next(self._queue, None)

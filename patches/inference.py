@@ -24,7 +24,7 @@ import threading
 from mindspeed_prof import log, ranks
 from mindspeed_prof.drivers.inference import RequestDriver
 from mindspeed_prof.errors import ConfigError
-from mindspeed_prof.patches import import_hooks, sigterm
+from mindspeed_prof.patches import import_hooks
 from mindspeed_prof.patches.state import registry, state, usage_exit
 from mindspeed_prof.patches.topology import distributed_args, rank_and_world, rank_layout
 
@@ -85,8 +85,7 @@ def _start_driver(config):
         layout = rank_layout(world) if ranks.needs_topology(config.profile_ranks) else None
         driver = RequestDriver(config, rank=rank, world_size=world,
                                local_rank=getattr(args, "local_rank", None), layout_of=layout,
-                               parallel=distributed_args(args, rank, world) if args else None,
-                               ending=sigterm.deferred)
+                               parallel=distributed_args(args, rank, world) if args else None)
         driver.arm()
     except ConfigError as exc:
         _refuse(str(exc), rank)

@@ -79,10 +79,10 @@ def mindspeed_prof_train_wrapper(train):
             # test): a profiled rank still waiting here for its background export would make
             # every other rank wait in them, and time out. The export thread is not a daemon:
             # the process ends when it has written the trace and the final manifest.
-            # On the other ways out the wait is bounded, since SIGTERM/SIGINT wait for it.
-            with sigterm.deferred():
-                manager.close(reason, detail, wait=reason != "finished",
-                              wait_timeout=sigterm.FLUSH_TIMEOUT_S)
+            # On the other ways out the wait is bounded, since SIGTERM/SIGINT wait for it
+            # (close runs inside exits.final_flush, which holds them until the manifest is final).
+            manager.close(reason, detail, wait=reason != "finished",
+                          wait_timeout=sigterm.FLUSH_TIMEOUT_S)
 
     return train_with_profiler
 

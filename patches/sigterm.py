@@ -15,9 +15,6 @@ from mindspeed_prof import exits
 # torchrun's SIGKILL follows its SIGTERM after 30 s: the core's bound.
 FLUSH_TIMEOUT_S = exits.SIGNAL_FLUSH_TIMEOUT_S
 
-# The block ``train()``'s ``finally`` closes the profiler in (held signals, worker deaths).
-deferred = exits.final_flush
-
 
 def install():
     """Take SIGTERM over, chained to the current handler; idempotent, main thread only."""

@@ -69,14 +69,10 @@ class RequestRecorder(WindowRecorder):
 class RequestDriver:
     def __init__(self, config, *, rank: int = 0, world_size: int = 1,
                  local_rank: Optional[int] = None, layout_of=None,
-                 parallel: Optional[dict] = None, ending=contextlib.nullcontext):
-        """``ending()`` is entered around the end of every request, where a window's session
-        stops and writes (the Megatron patches hold SIGTERM back there: a flush that ran inside
-        that stop would stop the session a second time)."""
+                 parallel: Optional[dict] = None):
         self.recorder = RequestRecorder(config, rank=rank, world_size=world_size,
                                         local_rank=local_rank, layout_of=layout_of,
                                         parallel=parallel)
-        self._ending = ending
         self._lock = threading.Lock()
         self._local = threading.local()  # per thread: nesting depth and forwards so far
         if self.recorder.idle:
@@ -121,8 +117,7 @@ class RequestDriver:
             yield n
         finally:
             local.depth = depth
-            with self._ending():
-                self.recorder.end(n)
+            self.recorder.end(n)  # a request's session stops here, signals held (recorder)
 
     def forward(self):
         """A labelled range around one forward of the running request (a no-op outside one)."""
