@@ -27,14 +27,20 @@ def with_fix(message, parser, argv=(), help_hint="--help"):
     return message
 
 
+def closest(name, options):
+    """The one option ``name`` was most likely meant to be (a typo's fix), or None."""
+    close = difflib.get_close_matches(str(name), [str(o) for o in options], n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
 def unrecognized(parser, extras, argv=(), help_hint="--help"):
     """What to say about the first of ``extras``, the arguments ``parser`` did not take."""
     token = extras[0]
     name = token.split("=", 1)[0]
     options = {option: action for action in parser._actions for option in action.option_strings}
     if name.startswith("-"):
-        close = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]}?" if close else f"see {help_hint} for the options"
+        close = closest(name, options)
+        hint = f"did you mean {close}?" if close else f"see {help_hint} for the options"
         return f"unrecognized option {name!r}; {hint}"
     argv = list(argv)
     index = argv.index(token) if token in argv else -1

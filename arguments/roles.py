@@ -13,7 +13,6 @@ YAML's own machinery (``yaml_file.check_values``), so a role block accepts exact
 as they override a training YAML.
 """
 
-import difflib
 import os
 import re
 from typing import Mapping, Optional, Union
@@ -21,6 +20,7 @@ from typing import Mapping, Optional, Union
 from mindspeed_prof.config import ProfilerConfig
 from mindspeed_prof.errors import ConfigError
 
+from .messages import closest
 from .resolve import build_config
 from .yaml_file import CONFIG_ENV, check_values, env_config_path, env_values, read_mapping
 
@@ -80,8 +80,8 @@ def _role_values(role, mapping, where):
                           f"{type(roles).__name__}.")
     if role not in roles:
         names = [str(name) for name in roles]
-        close = difflib.get_close_matches(role, names, n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]!r}? " if close else ""
+        close = closest(role, names)
+        hint = f"did you mean {close!r}? " if close else ""
         raise ConfigError(f"{where}: unknown role {role!r}; {hint}'{ROLES_KEY}' lists "
                           f"{', '.join(names) or 'no role'}; add '{role}: {{}}' to take the "
                           f"top-level settings.")

@@ -5,13 +5,14 @@ config field share one name. Unknown keys and wrong types are refused with the k
 what was expected and, for typos, the closest valid key.
 """
 
-import difflib
 import os
 
 import yaml
 
 from mindspeed_prof.config import KNOBS, describe_kind
 from mindspeed_prof.errors import ConfigError
+
+from .messages import closest
 
 ENV_PREFIX = "MINDSPEED_PROF_"
 # The environment form of --profile-config: a file to read, not a value (see env_config_path).
@@ -47,8 +48,8 @@ def check_values(values, where):
                               f"run takes only profile_* keys: drop 'roles' here.")
         if key not in KNOBS or key == "profile_config":
             valid = [k for k in KNOBS if k != "profile_config"]
-            close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.6)
-            hint = f"did you mean {close[0]!r}? " if close else ""
+            close = closest(key, valid)
+            hint = f"did you mean {close!r}? " if close else ""
             raise ConfigError(f"{where}: unknown key {key!r}; {hint}valid keys are the flag names "
                               f"with underscores (e.g. profile_step_start).")
         spec = KNOBS[key]
