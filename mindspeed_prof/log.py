@@ -17,7 +17,11 @@ def _write(line, stream):
     # (the launcher died first) while the final flush still writes the trace.
     global _lost
     try:
-        print(line, file=stream or sys.stdout, flush=True)
+        # One write with its newline: print() writes text and "\n" separately, and another
+        # rank's line could land between them in the shared torchrun log.
+        stream = stream or sys.stdout
+        stream.write(line + "\n")
+        stream.flush()
     except (OSError, ValueError):  # a broken pipe, or a closed file
         _lost += 1
 
