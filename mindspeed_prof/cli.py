@@ -10,7 +10,6 @@ import importlib
 import os
 import sys
 
-from .arguments.messages import unrecognized, with_fix
 from .errors import ConfigError
 from .version import __version__
 
@@ -25,17 +24,29 @@ class _CommandParser(argparse.ArgumentParser):
     """argparse's own messages for a bad value, completed with what to do."""
 
     def error(self, message):
+        from .arguments.messages import with_fix
+
         super().error(with_fix(message, self, help_hint=f"`{self.prog} --help`"))
 
 
-def build_parser():
+def _named_command(argv):
+    """The sub-command argv names, if any: the first token that is not an option."""
+    for token in argv:
+        if not token.startswith("-"):
+            return token if token in COMMANDS else None
+    return None
+
+
+def build_parser(only=None):
+    """The parser; with ``only``, just that sub-command's (each command module imports what it
+    needs, e.g. pyarrow for check: a run should not pay for the others' imports)."""
     parser = argparse.ArgumentParser(
         prog="mindspeed-prof",
         description="Profile Megatron-LM / MindSpeed training from --profile* flags, then check "
                     "and summarise the output.")
     parser.add_argument("--version", action="version", version=f"mindspeed-prof {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_CommandParser)
-    for command in COMMANDS:
+    for command in (only,) if only else COMMANDS:
         try:
             module = _module(command)
         except ModuleNotFoundError as exc:
@@ -51,13 +62,15 @@ def build_parser():
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    parser = build_parser(only=_named_command(argv))
     args, extras = parser.parse_known_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
     if extras:
         # argparse would name the token only ("unrecognized arguments: --profile-step-strat 3").
+        from .arguments.messages import unrecognized
+
         message = unrecognized(args._parser, extras, argv,
                                help_hint=f"`mindspeed-prof {args.command} --help`")
         print(f"mindspeed-prof {args.command}: error: {message}", file=sys.stderr)
