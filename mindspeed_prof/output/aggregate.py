@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from . import columns
-from .csvrows import RowReader
+from .csvrows import RowReader, setup_pyarrow
 from .csvtable import CsvTable, number
 
 
@@ -47,10 +47,10 @@ def load_parsers():
     first time one runs), before a fork: the workers share it."""
     import msgspec  # noqa: F401
     import numpy  # noqa: F401
-    import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.csv  # noqa: F401
 
+    pa = setup_pyarrow()
     pc.dictionary_encode(pa.array(["a"]))
 
 

@@ -10,7 +10,7 @@ import sqlite3
 import zlib
 from dataclasses import dataclass, field
 
-from . import columns, csvtable, sqlitecheck, tracescan
+from . import columns, csvrows, csvtable, sqlitecheck, tracescan
 from .errors import CorruptFile
 
 OK, CORRUPT, MISSING = "ok", "corrupt", "missing"
@@ -44,6 +44,8 @@ def load_parsers():
     """Import what ``check_file`` parses with (before a fork: the workers share it)."""
     import pyarrow.csv  # noqa: F401
     import simdjson  # noqa: F401
+
+    csvrows.setup_pyarrow()
 
 
 def check_file(path, name=None):
