@@ -62,6 +62,8 @@ class _Tee:
         self._stream.flush()
 
     def __getattr__(self, name):
+        if name in ("_stream", "_local"):  # not set yet (copy, pickle): no endless recursion
+            raise AttributeError(name)
         return getattr(self._stream, name)
 
     @contextlib.contextmanager

@@ -67,3 +67,14 @@ def test_nested_captures_each_get_their_lines_and_the_outer_one_resumes(capsys):
             print("[ERROR] two")
         print("[ERROR] three")
     assert (outer, inner) == (["[ERROR] one", "[ERROR] three"], ["[ERROR] two"])
+
+
+def test_the_wrapped_stream_still_behaves_like_the_stream(capsys):
+    import copy
+
+    with capture_error_lines(lambda line: None):
+        pass
+    tee = sys.stdout
+    assert type(tee).__name__ == "_Tee"  # the wrapper stays on after the capture
+    assert tee.encoding and tee.writable()  # attributes come from the wrapped stream
+    assert copy.copy(tee) is not None  # a copy (no __init__ run) must not recurse forever
