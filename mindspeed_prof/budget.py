@@ -124,3 +124,11 @@ class RankBudget:
 
     def crossed(self, used):
         return self.limit_gb is not None and used > self.share
+
+    def skip_reason(self, unit, schedule):
+        return (f"skipping {unit.plural} {schedule.start}-{schedule.end - 1} and later windows: "
+                f"this rank's share of --profile-max-gb {self.limit_gb:g} would be exceeded")
+
+    def stop_reason(self, unit, last_recorded):
+        return (f"stopping the window early after {unit.name} {last_recorded}: this rank's share "
+                f"of --profile-max-gb {self.limit_gb:g} was crossed")

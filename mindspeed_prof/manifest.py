@@ -42,6 +42,7 @@ import threading
 import time
 
 from . import log
+from .budget import used_bytes
 from .version import __version__
 
 SCHEMA = 1
@@ -151,6 +152,22 @@ class Manifest:
                 window["files"].append(rel)
         if save:
             self.save()
+
+    def window_saved(self, window, outputs, status):
+        """A window's files reached disk (or some did): list the new ones, set the window's and
+        the rank's status, save once. Returns the new paths. ``cut``: every file is there, for
+        the units the window kept."""
+        base = os.path.dirname(self.path)
+        new = [p for p in outputs if os.path.relpath(p, base) not in window["files"]]
+        self.add_files(new, window, save=False)
+        window["status"] = "cut" if status == "complete" and window.get("cut") else status
+        self.set_status(overall_status(self.data["windows"]))
+        return new
+
+    def used_bytes(self):
+        """Bytes under the files this rank's windows wrote (what ``--profile-max-gb`` counts)."""
+        base = os.path.dirname(self.path)
+        return used_bytes([os.path.join(base, f) for f in self.data["files"]])
 
     def save(self):
         with self._lock:

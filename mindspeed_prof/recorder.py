@@ -30,26 +30,15 @@ import os
 import threading
 from typing import Callable, Iterable, Iterator, Optional
 
-from . import backends, budget, layout, log, ranks, trigger
+from . import backends, budget, layout, log, ranks, session_slot, trigger
 from .config import ProfilerConfig
 from .environment import versions
 from .exits import FlushOnExit, final_flush
 from .manifest import Manifest, overall_status
-from .startup import check_save_path, preflight  # noqa: F401 - the recorder's start-up checks
-from .units import ITERATION, REQUEST, RL_STEP, UNITS, Unit, describe_window  # noqa: F401 - drivers import them here
+from .notices import announce_plan, failure_fix, short_ranks
+from .startup import check_save_path
+from .units import ITERATION, Unit
 from .window import OPEN_ENDED, StepSchedule, last_iteration, plan_windows, several_windows
-
-
-# What a user does about a profiler failure, by phase ({owner} goes on without profiling here).
-_FIX = {
-    "start": "; {owner} continues without profiling on this rank: check that the profiler "
-             "works here (torch / torch_npu and CANN versions match), or try the other "
-             "--profile-backend",
-    "step": "; {owner} continues, this rank's window is cut short: profile again, or try the "
-            "other --profile-backend if it repeats",
-    "stop": "; {owner} continues, this rank's trace may be missing or partial: profile again, "
-            "or try the other --profile-backend if it repeats",
-}
 
 
 def _nothing(n):
@@ -57,10 +46,6 @@ def _nothing(n):
 
 
 class WindowRecorder:
-    # The recorder whose session is running in this process, if any (one at a time).
-    _running: Optional["WindowRecorder"] = None
-    _running_lock = threading.Lock()
-
     def __init__(self, config: ProfilerConfig, *, rank: int = 0, world_size: int = 1,
                  local_rank: Optional[int] = None, layout_of: Optional[Callable] = None,
                  parallel: Optional[dict] = None, unit: Unit = ITERATION,
@@ -117,7 +102,7 @@ class WindowRecorder:
         if self.config.profile:
             plans = plan_windows(self.config, first_iteration=first, train_iters=last,
                                  exit_interval=exit_interval)
-            self._announce(plans)
+            announce_plan(self, plans)
         if self.active:
             check_save_path(self.save_path, self.rank, self.backend_name)
             self._budget = budget.RankBudget(self.config, self.backend_name, self.selected_ranks)
@@ -154,29 +139,11 @@ class WindowRecorder:
         """How messages name this recorder: its role, else its unit."""
         return f"role {self.role!r}" if self.role else f"{self.unit.name} profiling"
 
-    def _announce(self, plans):
-        if self.rank != 0:
-            return
-        where = os.path.abspath(self.save_path)
-        if self.config.profile_trigger_file:
-            log.info(f"armed for on-demand profiling: `mindspeed-prof trigger "
-                     f"{self.config.profile_trigger_file} --steps N` profiles the next N "
-                     f"{self.unit.plural} on rank(s) {short_ranks(self.selected_ranks)} -> {where}")
-            return
-        shown = ", ".join(self._describe_plan(p) for p in plans[:3])
-        more = f" and {len(plans) - 3} more windows" if len(plans) > 3 else ""
-        who = f"{self.role}: " if self.role else ""
-        log.info(f"{who}profiling rank(s) {short_ranks(self.selected_ranks)} at {shown}{more} "
-                 f"-> {where}")
-
     def _worker_name(self, schedule):
         """The NPU capture's name prefix: rank (and role); with a session per unit, the unit
         too (``rank0_req2``), so one rank's captures are told apart by name."""
         prefix = self.unit.prefix if self.session_per_unit else None
         return layout.session_worker_name(self.rank, self.role, prefix, schedule.start)
-
-    def _describe_plan(self, plan):
-        return describe_window(plan, self.unit, self.session_per_unit)
 
     def _selected_on_this_node(self):
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", 0) or 0)
@@ -291,11 +258,9 @@ class WindowRecorder:
 
     def _claim_process(self):
         """Take the process's one running-session slot, or say who holds it."""
-        with WindowRecorder._running_lock:
-            holder = WindowRecorder._running
-            if holder is None or holder is self or holder.closed:
-                WindowRecorder._running = self
-                return True
+        holder = session_slot.PROCESS.claim(self)
+        if holder is None:
+            return True
         self.report("error", "start", f"{self.describe()}'s session at {self.unit.name} "
                                       f"{self.schedule.start} was not started: {holder.describe()}'s "
                                       f"session is still running in this process, and one "
@@ -304,9 +269,7 @@ class WindowRecorder:
         return False
 
     def _release_process(self):
-        with WindowRecorder._running_lock:
-            if WindowRecorder._running is self:
-                WindowRecorder._running = None
+        session_slot.PROCESS.release(self)
 
     def _window_dir(self, schedule):
         if not (self.session_per_unit or several_windows(self.config)):
@@ -351,17 +314,10 @@ class WindowRecorder:
         with self._lock:
             if self.manifest is None:
                 return
-            base = os.path.dirname(self.manifest.path)
-            new = [p for p in backend.outputs() if os.path.relpath(p, base) not in window["files"]]
-            for path in new:
+            for path in self.manifest.window_saved(window, backend.outputs(), backend.status()):
                 log.info(f"wrote {path}", rank=self.rank)
-            self.manifest.add_files(new, window, save=False)
-            status = backend.status()
-            if status == "complete" and window.get("cut"):
-                status = "cut"  # every file is there, for the units the window kept
-            window["status"] = status
-            self.manifest.set_status(overall_status(self.manifest.data["windows"]))  # one write
             if self._watcher is not None and self._state != "running":
+                status = window["status"]
                 self._watcher.set_state(trigger.STATE_OF_STATUS.get(status, status),
                                         window=[window["start"], window["end"]])
 
@@ -369,27 +325,19 @@ class WindowRecorder:
 
     def _used(self):
         """Bytes this rank's finished windows wrote (the manifest lists them)."""
-        if self.manifest is None:
-            return 0
-        base = os.path.dirname(self.manifest.path)
-        return budget.used_bytes([os.path.join(base, f) for f in self.manifest.data["files"]])
+        return self.manifest.used_bytes() if self.manifest is not None else 0
 
     def _budget_allows(self, schedule):
         if self._budget is None or self._budget.allows(schedule, self._used()):
             return True
-        self.report("warning", "budget", f"skipping {self.unit.plural} {schedule.start}-"
-                                         f"{schedule.end - 1} and later windows: this rank's "
-                                         f"share of --profile-max-gb {self.config.profile_max_gb:g} "
-                                         f"would be exceeded")
+        self.report("warning", "budget", self._budget.skip_reason(self.unit, schedule))
         return False
 
     def _stop_if_over_budget(self):
         if not self._budget.crossed(self._used() + budget.used_bytes(self._backend.outputs())):
             return
-        self.report("warning", "budget", f"stopping the window early after {self.unit.name} "
-                                         f"{self._window['iterations_recorded'][-1]}: this rank's "
-                                         f"share of --profile-max-gb {self.config.profile_max_gb:g} "
-                                         f"was crossed")
+        recorded = self._window["iterations_recorded"][-1]
+        self.report("warning", "budget", self._budget.stop_reason(self.unit, recorded))
         self._window["stopped_early"] = "--profile-max-gb"
         self._queue = iter(())
         self._finish_window()
@@ -409,20 +357,13 @@ class WindowRecorder:
             return
         chosen = (ranks.resolve(ranks.parse_rank_tokens(request["ranks"]), self.world_size,
                                 self._layout_of) if request["ranks"] else self.selected_ranks)
+        sessions, (first, last) = trigger.requested_sessions(window, n, self.session_per_unit)
         if self.rank == 0:
-            # A session per unit records the unit about to run too: the next N start with it.
-            first, last = (window[0] - 1, window[1] - 1) if self.session_per_unit else window
             log.info(f"trigger {request['id']}: profiling rank(s) {short_ranks(chosen)} at "
                      f"{self.unit.plural} {first}-{last}")
         if self.rank in chosen:
-            if self.session_per_unit:
-                # The unit about to run is the first requested one: no warm-up unit here.
-                self._queue = self._sessions([StepSchedule(skip_first=n, warmup=0,
-                                                           active=window[1] - n)])
-                self.schedule = next(self._queue)
-            else:
-                # Warm up on the unit about to run; record the requested ones after it.
-                self.schedule = StepSchedule(skip_first=n, warmup=1, active=window[1] - n)
+            self._queue = iter(sessions)
+            self.schedule = next(self._queue)
             self._state = "armed"
 
     # -- reporting ----------------------------------------------------------------------------
@@ -433,7 +374,7 @@ class WindowRecorder:
             return func(*args)
         except Exception as exc:  # noqa: BLE001 - the work must survive any profiler failure
             self.report("error", phase, f"{type(exc).__name__}: {exc}"
-                                     f"{_FIX.get(phase, '').format(owner=self.unit.owner)}")
+                                     f"{failure_fix(phase, self.unit.owner)}")
             if phase == "trigger":
                 return None
             if self._backend is not None:
@@ -561,12 +502,3 @@ class WindowRecorder:
         elif self._backend is not None:
             self._on_saved(self._backend, self._window)
         self.manifest.save()
-
-
-def short_ranks(selected):
-    """``0-7`` or ``0,3``: a rank list as log lines show it."""
-    if not selected:
-        return "none"
-    if selected == list(range(selected[0], selected[-1] + 1)) and len(selected) > 2:
-        return f"{selected[0]}-{selected[-1]}"
-    return ",".join(str(r) for r in selected)

@@ -18,6 +18,8 @@ import os
 import time
 import uuid
 
+from .window import StepSchedule
+
 STATES = ("armed", "running", "parsing", "done", "cut", "failed", "idle")
 # A window's manifest status, as the trigger status file says it.
 STATE_OF_STATUS = {"complete": "done", "unparsed": "done", "incomplete": "failed", "cut": "cut"}
@@ -143,6 +145,17 @@ def window_for(request, iteration, last_iteration):
     if last_iteration is not None:
         last = min(last, last_iteration)
     return (iteration + 1, last) if last > iteration else None
+
+
+def requested_sessions(window, n, session_per_unit):
+    """The sessions for a request whose ``window`` (from ``window_for``) starts after unit ``n``,
+    and the units it records (first, last) as a message should name them."""
+    if session_per_unit:
+        # The unit about to run is the first requested one: no warm-up unit, a session each.
+        return ([StepSchedule(skip_first=u, warmup=0, active=1) for u in range(n, window[1])],
+                (window[0] - 1, window[1] - 1))
+    # Warm up on the unit about to run; record the requested ones after it.
+    return [StepSchedule(skip_first=n, warmup=1, active=window[1] - n)], window
 
 
 def _collective_device(dist):

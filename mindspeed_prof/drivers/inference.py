@@ -25,7 +25,8 @@ import contextlib
 import threading
 from typing import Iterator, Optional
 
-from ..recorder import REQUEST, WindowRecorder
+from ..recorder import WindowRecorder
+from ..units import REQUEST
 from ..window import plan_windows
 
 PREFILL = "prefill"

@@ -33,7 +33,8 @@ from ..config import ProfilerConfig
 from ..environment import rank_from_env
 from ..errors import ConfigError
 from ..exits import exit_reason
-from ..recorder import RL_STEP, WindowRecorder
+from ..recorder import WindowRecorder
+from ..units import RL_STEP
 
 STAGE_RANGE = "stage:{name}"
 _NOTHING = contextlib.nullcontext()  # reusable: what every call returns where nothing records

@@ -13,7 +13,8 @@ Everything but the iteration vocabulary is the recorder's (``mindspeed_prof/reco
 
 from typing import Optional
 
-from ..recorder import ITERATION, WindowRecorder
+from ..recorder import WindowRecorder
+from ..units import ITERATION
 
 
 class ProfilerManager(WindowRecorder):
