@@ -39,26 +39,36 @@ def _free_port():
 
 # -- role processes ---------------------------------------------------------------------------
 
-def worker(role, rank, world_size, port, config, total_steps, inbox, outbox, report_dir):
-    from harness.rl import model as rl
+class RoleWork:
+    """One role process's model, and what each controller command does with it. Shared by the
+    multiprocessing job here and the Ray-actor one (grpo_ray.py)."""
 
-    rl.init_role_group(rank, world_size, port)
-    import torch
-    import torch.distributed as dist
+    def __init__(self, role, rank, world_size, port, config, total_steps):
+        from harness.rl import model as rl
 
-    import mindspeed_prof
+        rl.init_role_group(rank, world_size, port)
+        import torch
 
-    prof = mindspeed_prof.role_profiler(role, config=config, total_steps=total_steps)
-    net = rl.build_model()
-    optimizer = torch.optim.SGD(net.parameters(), lr=0.05) if role == "actor" else None
-    report = {"role": role, "rank": rank, "pid": os.getpid(), "steps": [], "stages": [],
-              "losses": [], "rewards": []}
+        import mindspeed_prof
 
-    def run(command, payload, step):
+        self.rl, self.role, self.rank = rl, role, rank
+        self.prof = mindspeed_prof.role_profiler(role, config=config, total_steps=total_steps)
+        self.net = rl.build_model()
+        self.optimizer = torch.optim.SGD(self.net.parameters(), lr=0.05) \
+            if role == "actor" else None
+        self.report = {"role": role, "rank": rank, "pid": os.getpid(), "steps": [],
+                       "stages": [], "losses": [], "rewards": []}
+
+    def run(self, command, payload, step):
+        import torch
+        import torch.distributed as dist
+
+        rl, net = self.rl, self.net
         if command == "sync_weights":
-            if role == "actor":
+            if self.role == "actor":
                 return {k: v.detach().clone() for k, v in net.state_dict().items()
-                        if v is not None and not k.endswith("_extra_state")} if rank == 0 else None
+                        if v is not None and not k.endswith("_extra_state")} \
+                    if self.rank == 0 else None
             net.load_state_dict(payload, strict=False)
             return None
         if command == "generate":
@@ -67,12 +77,24 @@ def worker(role, rank, world_size, port, config, total_steps, inbox, outbox, rep
             with torch.no_grad():
                 return rl.logprobs(net, payload)
         if command == "update":
-            loss, reward = rl.grpo_update(net, optimizer, *payload, group=dist.group.WORLD)
-            report["losses"].append(loss)
-            report["rewards"].append(reward)
+            loss, reward = rl.grpo_update(net, self.optimizer, *payload, group=dist.group.WORLD)
+            self.report["losses"].append(loss)
+            self.report["rewards"].append(reward)
             return loss
         raise ValueError(f"unknown command {command!r}")
 
+    def finish(self, report_dir):
+        import torch.distributed as dist
+
+        self.prof.close()
+        with open(os.path.join(report_dir, f"{self.role}{self.rank}.json"), "w") as handle:
+            json.dump(self.report, handle)
+        dist.destroy_process_group()
+
+
+def worker(role, rank, world_size, port, config, total_steps, inbox, outbox, report_dir):
+    work = RoleWork(role, rank, world_size, port, config, total_steps)
+    prof, report = work.prof, work.report
     while True:
         message = inbox.get(timeout=ORPHAN_TIMEOUT_S)
         if message[0] == "stop":
@@ -85,16 +107,24 @@ def worker(role, rank, world_size, port, config, total_steps, inbox, outbox, rep
                 if command == "end":
                     break
                 with prof.stage(command):
-                    result = run(command, payload, step)
+                    result = work.run(command, payload, step)
                 report["stages"].append([step, command])
                 outbox.put((role, rank, command, result))
-    prof.close()
-    with open(os.path.join(report_dir, f"{role}{rank}.json"), "w") as handle:
-        json.dump(report, handle)
-    dist.destroy_process_group()
+    work.finish(report_dir)
 
 
 # -- the controller ---------------------------------------------------------------------------
+
+def rl_step(ask):
+    """One GRPO step as the controller drives it: ``ask(role, command, payload)`` runs a command
+    on every process of a role and returns rank 0's reply."""
+    weights = ask("actor", "sync_weights")
+    ask("rollout", "sync_weights", weights)
+    tokens = ask("rollout", "generate")
+    ref = ask("ref", "ref_logprob", tokens)
+    old = ask("actor", "old_logprob", tokens)
+    ask("actor", "update", (tokens, old, ref))
+
 
 class Controller:
     """Numbers the RL steps and relays data; no model, no tensors computed, no profiler."""
@@ -135,12 +165,7 @@ class Controller:
     def rl_step(self, step):
         for inbox in self.inboxes.values():
             inbox.put(("begin", step))
-        weights = self.ask("actor", "sync_weights")
-        self.ask("rollout", "sync_weights", weights)
-        tokens = self.ask("rollout", "generate")
-        ref = self.ask("ref", "ref_logprob", tokens)
-        old = self.ask("actor", "old_logprob", tokens)
-        self.ask("actor", "update", (tokens, old, ref))
+        rl_step(self.ask)
         for inbox in self.inboxes.values():
             inbox.put(("end", None))
 
