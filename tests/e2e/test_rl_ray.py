@@ -10,14 +10,12 @@ entered once per method call keeps only its first block otherwise (README, RL).
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
-from harness.launch import harness_env
 from helpers.cli import run_cli, run_cli_json
-from helpers.traces import step_ids, torch_traces
+from helpers.rl import assert_every_role_ran_every_step, run_rl_job, steps_by_folder
+from helpers.traces import torch_traces
 
 TIER_ENV = "RL_RAY_TIER"
 pytestmark = [
@@ -26,7 +24,6 @@ pytestmark = [
                        reason=f"{TIER_ENV}=1 and `pip install ray` run the Ray-actor RL tier"),
 ]
 
-TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RAY_YAML = """\
 profile: true
 profile_save_path: {save}
@@ -42,19 +39,8 @@ STEPS = 4
 @pytest.fixture(scope="module", params=[1, 3], ids=["sync-actors", "threaded-actors"])
 def ray_run(request, tmp_path_factory):
     """The job once with sync actors (verl's) and once with 3 threads per actor."""
-    tmp = tmp_path_factory.mktemp("rl_ray")
-    save, reports = tmp / "prof", tmp / "reports"
-    config = tmp / "rl.yaml"
-    config.write_text(RAY_YAML.format(save=save))
-    env = harness_env(tmp, pythonpath=(TESTS,), RAY_DEDUP_LOGS="0")
-    done = subprocess.run([sys.executable, "-m", "harness.rl.grpo_ray", "--config", str(config),
-                           "--steps", str(STEPS), "--report-dir", str(reports),
-                           "--max-concurrency", str(request.param)],
-                          capture_output=True, text=True, env=env, timeout=600, cwd=tmp)
-    worker = {}
-    for name in sorted(os.listdir(reports)) if reports.is_dir() else []:
-        with open(reports / name) as handle:
-            worker[name.removesuffix(".json")] = json.load(handle)
+    done, save, worker = run_rl_job(tmp_path_factory.mktemp("rl_ray"), "grpo_ray", RAY_YAML,
+                                    STEPS, "--max-concurrency", str(request.param), timeout=600)
     done.max_concurrency = request.param
     return done, save, worker
 
@@ -67,17 +53,11 @@ def manifests(save):
                     yield os.path.relpath(folder, save), json.load(handle)
 
 
-def steps_by_folder(path):
-    return {os.path.relpath(os.path.dirname(t), path): step_ids(t) for t in torch_traces(str(path))}
-
-
 def test_every_actor_runs_every_step_on_the_threads_ray_gives_it(ray_run):
     done, _, worker = ray_run
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
-    assert sorted(worker) == ["actor0", "actor1", "ref0", "rollout0"]
-    for name, report in worker.items():
-        assert report["steps"] == list(range(1, STEPS + 1)), name
-        if done.max_concurrency == 1:
+    assert_every_role_ran_every_step(done, worker, STEPS)
+    if done.max_concurrency == 1:
+        for name, report in worker.items():
             # A sync actor runs every call on its main thread (a session may span calls).
             assert report["threads"] == ["MainThread"], (name, report["threads"])
     if done.max_concurrency > 1:

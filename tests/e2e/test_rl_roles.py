@@ -3,14 +3,12 @@ processes with tiny megatron-core GPTs, profiled from one role YAML like the iss
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
-from harness.launch import harness_env
 from helpers.cli import run_cli, run_cli_json
-from helpers.traces import step_ids, torch_traces
+from helpers.rl import assert_every_role_ran_every_step, run_rl_job, steps_by_folder
+from helpers.traces import torch_traces
 
 pytestmark = pytest.mark.e2e
 
@@ -30,35 +28,16 @@ STEPS = 4
 @pytest.fixture(scope="module")
 def rl_run(tmp_path_factory):
     """One GRPO job for every test here: 4 RL steps, 4 role processes."""
-    tmp = tmp_path_factory.mktemp("rl")
-    save, reports = tmp / "prof", tmp / "reports"
-    config = tmp / "rl.yaml"
-    config.write_text(RL_YAML.format(save=save))
-    env = harness_env(tmp, pythonpath=(TESTS,))
-    done = subprocess.run([sys.executable, "-m", "harness.rl.grpo", "--config", str(config),
-                           "--steps", str(STEPS), "--report-dir", str(reports)],
-                          capture_output=True, text=True, env=env, timeout=240, cwd=tmp)
-    worker = {}
-    for name in sorted(os.listdir(reports)) if reports.is_dir() else []:
-        with open(reports / name) as handle:
-            worker[name.removesuffix(".json")] = json.load(handle)
-    return done, save, worker
+    return run_rl_job(tmp_path_factory.mktemp("rl"), "grpo", RL_YAML, STEPS)
 
 
 def folders(path):
     return sorted(os.listdir(path))
 
 
-def steps_by_folder(path):
-    return {os.path.relpath(os.path.dirname(t), path): step_ids(t) for t in torch_traces(str(path))}
-
-
 def test_the_grpo_job_runs_every_role_through_every_rl_step(rl_run):
     done, _, worker = rl_run
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
-    assert sorted(worker) == ["actor0", "actor1", "ref0", "rollout0"]
-    for report in worker.values():
-        assert report["steps"] == list(range(1, STEPS + 1))
+    assert_every_role_ran_every_step(done, worker, STEPS)
     assert [s for g, s in worker["actor1"]["stages"] if g == 1] == [
         "sync_weights", "old_logprob", "update"]
     assert [s for g, s in worker["rollout0"]["stages"] if g == 1] == ["sync_weights", "generate"]
