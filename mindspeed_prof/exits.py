@@ -71,8 +71,9 @@ class _Process:
         self.owner = None  # pid that installed it: forked children must not flush its recorders
         self.pinned = False  # installed by an integration: stays when the last flusher leaves
         self.replaced = False  # someone installed a handler over ours: they own SIGTERM now
-        self.events: Optional[ExitEvents] = None  # while final_flush() runs
-        self.depth = 0
+        # final_flush() nesting, per thread: a window ending on a server's request thread must
+        # not make the main thread's flush (a signal's) an inner block that holds nothing.
+        self.flushing = threading.local()
 
 
 _process = _Process()
@@ -194,26 +195,25 @@ class FlushOnExit:
 def final_flush() -> Iterator[ExitEvents]:
     """Run a final flush so that nothing from the dying job aborts it (see the module text).
 
-    Reentrant: a flush inside a flush shares the outer block and its events. Off the main
-    thread signal handlers cannot be changed; the block then only records console losses."""
-    state = _process
-    with state.lock:
-        state.depth += 1
-        outer = state.depth == 1
-        if outer:
-            state.events = ExitEvents()
-        events = state.events
+    Reentrant: a flush inside a flush on the same thread shares the outer block and its events.
+    Off the main thread signal handlers cannot be changed; the block then only records console
+    losses."""
+    flushing = _process.flushing
+    outer = not getattr(flushing, "depth", 0)
+    if outer:
+        flushing.depth, flushing.events = 0, ExitEvents()
+    flushing.depth += 1
+    events = flushing.events
     saved, lost_before = {}, log.lost_writes()
     try:
         if outer and _main_thread():
             saved = _hold_signals(events)
         yield events
     finally:
-        with state.lock:
-            state.depth -= 1
-            if outer:
-                events.console_writes_lost += log.lost_writes() - lost_before
-                state.events = None
+        flushing.depth -= 1
+        if outer:
+            events.console_writes_lost += log.lost_writes() - lost_before
+            flushing.events = None
         if saved:
             _release_signals(saved, events)
 

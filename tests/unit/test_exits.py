@@ -87,6 +87,32 @@ def test_a_signal_during_the_final_flush_is_held_and_delivered_after_it(second):
         assert "KeyboardInterrupt" in done.stderr
 
 
+def test_a_flush_running_on_another_thread_does_not_leave_the_main_threads_flush_unguarded():
+    # A server's request thread ends its window inside final_flush() while SIGTERM's flush runs
+    # on the main thread: the main thread's block must still hold the signal.
+    done = run_child("""
+        import threading
+        entered, leave = threading.Event(), threading.Event()
+        def request_thread():
+            with exits.final_flush():
+                entered.set()
+                leave.wait(10)
+        thread = threading.Thread(target=request_thread)
+        thread.start()
+        entered.wait(10)
+        with exits.final_flush() as events:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.2)
+            print(json.dumps({"events": events.as_dict()}), flush=True)
+            leave.set()
+            thread.join()
+        print("not reached", flush=True)
+    """)
+    assert last_json(done)["events"] == {"signals": ["SIGTERM"]}
+    assert "not reached" not in done.stdout
+    assert done.returncode == -signal.SIGTERM
+
+
 def test_a_closed_console_does_not_abort_the_final_flush():
     done = run_child("""
         sys.stdout.close()
