@@ -76,12 +76,18 @@ class _Tee:
             self._local.lines = outer
 
 
+# Every tee ever installed, kept alive: if other code replaces sys.stdout after us, a print on
+# another thread may still hold a borrowed pointer to our tee, which must never be freed.
+_KEPT = []
+
+
 def _installed(name: str):
     """The tee on ``sys.<name>``, put there on first use (again if someone replaced it since)."""
     stream = getattr(sys, name)
     if stream is None or isinstance(stream, _Tee):
         return stream
     tee = _Tee(stream)
+    _KEPT.append(tee)
     setattr(sys, name, tee)  # the old stream lives on inside the tee: nothing is freed
     return tee
 
