@@ -45,7 +45,7 @@ def check_directory(path, expected_ranks=None):
     by_rank = {}
     for run in runs:
         manifest = manifests.get(run.rank)
-        chosen = _manifest_window(run, manifest)
+        chosen = manifest_window(run, manifest)
         checked = check_run(run, _window(run, chosen), _config(manifest), read_ahead,
                             _kept(chosen))
         if run.rank is None:
@@ -133,7 +133,7 @@ def _rank_from_manifests(run, manifests):
             return
 
 
-def _manifest_window(run, manifest):
+def manifest_window(run, manifest):
     """The manifest's window entry holding this capture, or None."""
     windows = _windows(manifest)
     if not windows:

@@ -15,7 +15,7 @@ from ..errors import ConfigError
 from ..layout import ASCEND_OUTPUT_DIR
 from . import aggregate, columns, jobruns, parallel, requests, torchtrace
 from .aggregate import Item
-from .checker import _manifest_window  # one rule, check's, for the window holding a capture
+from .checker import manifest_window  # one rule, check's, for the window holding a capture
 from .csvtable import CsvTable, number
 from .discover import discover
 from .errors import CorruptFile
@@ -125,7 +125,7 @@ def _leave_out_never_ran(partial, run, manifest):
     """Drop the step the manifest names ``never_ran``, as ``check`` does: the profiler opened it
     for an iteration that never ran. A torch trace no longer holds it; torch_npu parses the
     capture later, so its step_trace_time.csv still does."""
-    never_ran = (_manifest_window(run, manifest) or {}).get("never_ran")
+    never_ran = (manifest_window(run, manifest) or {}).get("never_ran")
     if not isinstance(never_ran, int) or isinstance(never_ran, bool):
         return
     kept = [s for s in partial.steps if s["step"] != never_ran]
