@@ -14,7 +14,8 @@ import os
 import pytest
 
 from helpers.cli import run_cli, run_cli_json
-from helpers.rl import assert_every_role_ran_every_step, run_rl_job, steps_by_folder
+from helpers.rl import (assert_every_role_ran_every_step, manifests, run_rl_job,
+                        steps_by_folder)
 from helpers.traces import torch_traces
 
 TIER_ENV = "RL_RAY_TIER"
@@ -43,14 +44,6 @@ def ray_run(request, tmp_path_factory):
                                     STEPS, "--max-concurrency", str(request.param), timeout=600)
     done.max_concurrency = request.param
     return done, save, worker
-
-
-def manifests(save):
-    for folder, _, files in os.walk(save):
-        for name in files:
-            if name.startswith("profile_manifest_rank"):
-                with open(os.path.join(folder, name)) as handle:
-                    yield os.path.relpath(folder, save), json.load(handle)
 
 
 def test_every_actor_runs_every_step_on_the_threads_ray_gives_it(ray_run):

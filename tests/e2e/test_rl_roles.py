@@ -7,7 +7,8 @@ import os
 import pytest
 
 from helpers.cli import run_cli, run_cli_json
-from helpers.rl import assert_every_role_ran_every_step, run_rl_job, steps_by_folder
+from helpers.rl import (assert_every_role_ran_every_step, manifests, run_rl_job,
+                        steps_by_folder)
 from helpers.traces import torch_traces
 
 pytestmark = pytest.mark.e2e
@@ -47,12 +48,7 @@ def test_the_grpo_job_runs_every_role_through_every_rl_step(rl_run):
 def test_output_has_one_folder_per_role_and_nothing_from_the_controller(rl_run):
     done, save, worker = rl_run
     assert folders(save) == ["actor", "ref", "rollout"]
-    pids = set()
-    for folder, _, files in os.walk(save):
-        for name in files:
-            if name.startswith("profile_manifest_rank"):
-                with open(os.path.join(folder, name)) as handle:
-                    pids.add(json.load(handle)["pid"])
+    pids = {data["pid"] for _, data in manifests(save)}
     assert pids <= {report["pid"] for report in worker.values()}
     controller = json.loads(done.stdout.strip().splitlines()[-1])
     assert controller["exit_codes"] == {"actor0": 0, "actor1": 0, "ref0": 0, "rollout0": 0}

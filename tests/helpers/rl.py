@@ -39,3 +39,12 @@ def assert_every_role_ran_every_step(done, worker, steps):
 def steps_by_folder(path):
     """{window folder (relative to path): step ids of its torch trace}."""
     return {os.path.relpath(os.path.dirname(t), path): step_ids(t) for t in torch_traces(str(path))}
+
+
+def manifests(save):
+    """(folder relative to save, manifest) for every rank manifest under ``save``."""
+    for folder, _, files in os.walk(save):
+        for name in files:
+            if name.startswith("profile_manifest_rank"):
+                with open(os.path.join(folder, name)) as handle:
+                    yield os.path.relpath(folder, save), json.load(handle)
