@@ -11,50 +11,19 @@ names (levels, metrics) are checked case-insensitively by ProfilerConfig rather 
 
 import argparse
 
-from mindspeed_prof.config import KNOBS, describe_kind, flag_name
+from mindspeed_prof import kinds
+from mindspeed_prof.config import KNOBS, flag_name
 from mindspeed_prof.ranks import format_selection
 
 GROUP_TITLE = "profiling (mindspeed_prof)"
-_METAVARS = {"int": "N", "str": "DIR", "path": "FILE", "float?": "N", "ranks": "RANK",
-             "list": "NAME", "steps": "A-B"}
-
-
-def _typed(flag, convert, example):
-    def parse(text):
-        try:
-            return convert(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"expected {example}, got {text!r}; fix the value of {flag}") from None
-    parse.__name__ = convert.__name__
-    return parse
 
 
 def _argparse_kwargs(knob):
     spec = KNOBS[knob]
-    kind, flag, default = spec.metadata["kind"], flag_name(knob), spec.default
-    help_text = spec.metadata["help"]
-    choices = spec.metadata.get("choices")
-    if kind == "bool":
-        return {"action": "store_true", "help": help_text}
-    kwargs = {"default": default, "metavar": _METAVARS.get(kind)}
-    if kind == "int":
-        kwargs["type"] = _typed(flag, int, "an integer such as 5")
-    elif kind == "float?":
-        kwargs["type"] = _typed(flag, float, "a number such as 10")
-    elif kind in ("ranks", "list", "steps"):
-        # The default stays the config's own tuple: an empty list is what a user typed (an
-        # unset variable) and is refused, while () means "not given".
-        kwargs.update(nargs="+", type=str, default=default)
-    else:
-        kwargs["type"] = str
-    if choices:
-        kwargs["metavar"] = "{" + ",".join(choices) + "}"
-        if kind == "list":
-            kwargs["metavar"] = "NAME"
-    shown = format_selection(default) if kind == "ranks" else default
-    kwargs["help"] = f"{help_text} (default: {shown}; expects {describe_kind(spec)})"
-    return kwargs
+    kind = spec.metadata["kind"]
+    shown = format_selection(spec.default) if kind is kinds.RANKS else None
+    return kind.argparse_kwargs(flag_name(knob), spec.default, spec.metadata["help"],
+                                spec.metadata.get("choices"), shown_default=shown)
 
 
 def host_defines(parser, knob):

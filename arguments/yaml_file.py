@@ -22,23 +22,6 @@ _ENV_NOT_KNOBS = {"MINDSPEED_PROF_AUTOLOAD", "MINDSPEED_PROF_DEBUG", CONFIG_ENV,
                   "MINDSPEED_PROF_EXPORT_FORK"}  # backends/torch_backend.py's EXPORT_FORK_ENV
 
 
-def _value_fits(kind, value):
-    if kind == "bool":
-        return isinstance(value, bool)
-    if kind == "int":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind == "float?":
-        return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
-    if kind in ("str", "path"):
-        return isinstance(value, str) or (kind == "path" and value is None)
-    if kind in ("choice", "choice?"):
-        return isinstance(value, str) or (kind == "choice?" and value is None)
-    if kind in ("ranks", "list", "steps"):
-        items = value if isinstance(value, list) else [value]
-        return all(isinstance(item, (str, int)) and not isinstance(item, bool) for item in items)
-    return False
-
-
 def check_values(values, where):
     """Refuse unknown keys and wrongly typed values; ``where`` names their source in messages."""
     for key, value in values.items():
@@ -53,7 +36,7 @@ def check_values(values, where):
             raise ConfigError(f"{where}: unknown key {key!r}; {hint}valid keys are the flag names "
                               f"with underscores (e.g. profile_step_start).")
         spec = KNOBS[key]
-        if not _value_fits(spec.metadata["kind"], value):
+        if not spec.metadata["kind"].accepts(value):
             raise ConfigError(f"{where}: key {key} has value {value!r} "
                               f"({type(value).__name__}); expected {describe_kind(spec)}.")
     return values
@@ -97,6 +80,12 @@ def read_mapping(path, where):
     return data
 
 
+def env_name(knob):
+    """``profile_step_start`` -> ``MINDSPEED_PROF_STEP_START`` (``profile`` -> ``MINDSPEED_PROF_PROFILE``)."""
+    suffix = "PROFILE" if knob == "profile" else knob[len("profile_"):].upper()
+    return ENV_PREFIX + suffix
+
+
 def env_values(environ):
     """``MINDSPEED_PROF_STEP_START=5`` -> {"profile_step_start": 5}; values are YAML scalars."""
     values = {}
@@ -105,21 +94,19 @@ def env_values(environ):
             continue
         suffix = name[len(ENV_PREFIX):].lower()
         key = "profile" if suffix == "profile" else "profile_" + suffix
-        try:
-            value = yaml.safe_load(text) if text.strip() else None
-        except yaml.YAMLError:
-            value = text
         spec = KNOBS.get(key)
-        if spec is not None and spec.metadata["kind"] in ("str", "path", "choice", "choice?"):
-            value = text  # a path or name must not be re-typed by YAML (e.g. "1e3", "no")
-        if spec is not None and spec.metadata["kind"] == "ranks" and value is None:
-            value = text  # an empty $RANKS: refused as a list naming no rank, not as a type
+        value = spec.metadata["kind"].from_env(text) if spec is not None else text
         try:
             check_values({key: value}, f"environment variable {name}")
         except ConfigError as exc:
             if key not in KNOBS:
+                known = [env_name(k) for k in KNOBS if k != "profile_config"] + sorted(
+                    _ENV_NOT_KNOBS)
+                close = closest(name, known)
+                hint = f"did you mean {close}? " if close else ""
                 raise ConfigError(f"environment variable {name} is not a mindspeed_prof setting; "
-                                  f"unset it or use MINDSPEED_PROF_<FLAG> for a --profile-<flag>.")
+                                  f"{hint}unset it or use MINDSPEED_PROF_<FLAG> for a "
+                                  f"--profile-<flag>.") from None
             raise exc
         values[key] = value
     return values

@@ -2,94 +2,107 @@
 
 Every field is a flag (``--profile-step-start``) and a YAML key (``profile_step_start``) of the
 same name, so one grep finds all three. The core knows nothing of Megatron: ``arguments/`` turns
-a parsed argparse namespace into this object.
+a parsed argparse namespace into this object. Each field's metadata holds its ``Kind`` (the
+type of its values: ``kinds.py``), its --help line, its choices and, for torch_npu's own
+switches, the torch_npu keyword it sets (``npu=``, for ``_ExperimentalConfig``); the torch
+backend's list of NPU-only knobs and the dropped-keyword messages are derived from it.
 """
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Dict, List, Optional, Tuple
 
-from . import names, ranks, window
+from . import kinds, names, ranks, window
 from .errors import ConfigError
+from .kinds import Kind
 
 
-def _knob(default, kind, help, **extra):
-    """A config field: its default, how it is typed on the command line, and its --help line."""
+def _knob(default: Any, kind: Kind, help: str, **extra: Any) -> Any:
+    """A config field: its default, the kind of its values and its --help line; ``npu=KEY`` marks
+    a torch_npu ``_ExperimentalConfig`` keyword, ``npu_only=True`` a knob only torch_npu uses."""
     return field(default=default, metadata={"kind": kind, "help": help, **extra})
 
 
 @dataclass(frozen=True, kw_only=True)
 class ProfilerConfig:
-    profile: bool = _knob(False, "bool", "Turn profiling on (Megatron's flag).")
+    profile: bool = _knob(False, kinds.BOOL, "Turn profiling on (Megatron's flag).")
     profile_step_start: int = _knob(
-        10, "int", "First profiled iteration, numbered as the training log prints it.")
+        10, kinds.INT, "First profiled iteration, numbered as the training log prints it.")
     profile_step_end: int = _knob(
-        12, "int", "First iteration NOT profiled; -1 profiles until training ends.")
+        12, kinds.INT, "First iteration NOT profiled; -1 profiles until training ends.")
     profile_ranks: tuple = _knob(
-        (0,), "ranks", "Global ranks to profile: 0 2, 0-7, -1/all for every rank, or a "
-        "selector (pp-stage-leaders, first-pp-stage, last-pp-stage, tp=0,dp=0,pp=*, node=K).")
+        (0,), kinds.RANKS, "Global ranks to profile: 0 2, 0-7, -1/all for every rank, or a "
+        "selector (" + ", ".join(ranks.NAMED_SELECTORS) + ", tp=0,dp=0,pp=*, node=K).")
     profile_level: str = _knob(
-        "level0", "choice", "torch_npu profiler level.", choices=names.LEVELS)
+        "level0", kinds.CHOICE, "torch_npu profiler level.", choices=names.LEVELS,
+        npu="profiler_level")
     profile_export_type: str = _knob(
-        "text", "choice", "torch_npu export type: text, db (or text,db).",
-        choices=names.EXPORT_TYPES)
+        "text", kinds.CHOICE, "torch_npu export type: text, db (or text,db).",
+        choices=names.EXPORT_TYPES, npu="export_type")
     profile_data_simplification: bool = _knob(
-        False, "bool", "torch_npu data simplification: delete CANN's intermediate files "
-        "after parsing.")
-    profile_with_cpu: bool = _knob(False, "bool", "Record host (CPU) operators as well.")
-    profile_with_stack: bool = _knob(False, "bool", "Record Python call stacks (large output).")
-    profile_with_memory: bool = _knob(False, "bool", "Record memory allocations.")
-    profile_record_shapes: bool = _knob(False, "bool", "Record operator input shapes.")
-    profile_save_path: str = _knob("./profile_dir", "str", "Directory for every rank's output.")
+        False, kinds.BOOL, "torch_npu data simplification: delete CANN's intermediate files "
+        "after parsing.", npu="data_simplification")
+    profile_with_cpu: bool = _knob(False, kinds.BOOL, "Record host (CPU) operators as well.")
+    profile_with_stack: bool = _knob(False, kinds.BOOL,
+                                     "Record Python call stacks (large output).")
+    profile_with_memory: bool = _knob(False, kinds.BOOL, "Record memory allocations.")
+    profile_record_shapes: bool = _knob(False, kinds.BOOL, "Record operator input shapes.")
+    profile_save_path: str = _knob("./profile_dir", kinds.TEXT,
+                                   "Directory for every rank's output.")
     profile_config: Optional[str] = _knob(
-        None, "path", "YAML file with profile_* keys; flags on the command line win over it.")
+        None, kinds.PATH, "YAML file with profile_* keys; flags on the command line win over it.")
     profile_backend: str = _knob(
-        "auto", "choice", "auto (npu when torch_npu works, else torch), npu or torch.",
+        "auto", kinds.CHOICE, "auto (npu when torch_npu works, else torch), npu or torch.",
         choices=names.BACKENDS)
     profile_analyse: str = _knob(
-        "async", "choice", "When raw NPU data is parsed: sync (blocks the rank at window end), "
-        "async (child process) or offline (later, with `mindspeed-prof analyse`).",
+        "async", kinds.CHOICE, "When raw NPU data is parsed: sync (blocks the rank at window "
+        "end), async (child process) or offline (later, with `mindspeed-prof analyse`).",
         choices=names.ANALYSE_MODES)
     profile_aic_metrics: Optional[str] = _knob(
-        None, "choice?", "AI core metrics (level1/level2), e.g. PipeUtilization; default: "
-        "torch_npu's.", choices=tuple(names.AIC_METRICS))
-    profile_with_modules: bool = _knob(False, "bool", "Record the Python module hierarchy.")
-    profile_with_flops: bool = _knob(False, "bool", "Estimate FLOPs of matrix operators.")
-    profile_l2_cache: bool = _knob(False, "bool", "Collect L2 cache hit rates (torch_npu).")
-    profile_op_attr: bool = _knob(False, "bool", "Collect operator attributes (db export).")
-    profile_mstx: bool = _knob(False, "bool", "Enable mstx markers (torch_npu >= 2.7).")
+        None, kinds.OPTIONAL_CHOICE, "AI core metrics (level1/level2), e.g. PipeUtilization; "
+        "default: torch_npu's.", choices=tuple(names.AIC_METRICS), npu="aic_metrics")
+    profile_with_modules: bool = _knob(False, kinds.BOOL, "Record the Python module hierarchy.")
+    profile_with_flops: bool = _knob(False, kinds.BOOL, "Estimate FLOPs of matrix operators.")
+    profile_l2_cache: bool = _knob(False, kinds.BOOL, "Collect L2 cache hit rates (torch_npu).",
+                                   npu="l2_cache")
+    profile_op_attr: bool = _knob(False, kinds.BOOL, "Collect operator attributes (db export).",
+                                  npu="op_attr")
+    profile_mstx: bool = _knob(False, kinds.BOOL, "Enable mstx markers (torch_npu >= 2.7).",
+                               npu="mstx")
     profile_host_sys: tuple = _knob(
-        (), "list", "Host system metrics: any of cpu, mem, disk, network, osrt, numa.",
-        choices=names.HOST_SYS)
-    profile_sys_io: bool = _knob(False, "bool", "Collect NIC/RoCE data (torch_npu).")
+        (), kinds.NAMES, "Host system metrics: any of cpu, mem, disk, network, osrt, numa.",
+        choices=names.HOST_SYS, npu="host_sys")
+    profile_sys_io: bool = _knob(False, kinds.BOOL, "Collect NIC/RoCE data (torch_npu).",
+                                 npu="sys_io")
     profile_sys_interconnection: bool = _knob(
-        False, "bool", "Collect PCIe/HCCS data (torch_npu).")
+        False, kinds.BOOL, "Collect PCIe/HCCS data (torch_npu).", npu="sys_interconnection")
     profile_gc_detect_threshold: Optional[float] = _knob(
-        None, "float?", "Record Python GC pauses longer than this many ms (0 = all).")
+        None, kinds.FLOAT, "Record Python GC pauses longer than this many ms (0 = all).",
+        npu="gc_detect_threshold")
     profile_every: int = _knob(
-        0, "int", "Repeat the window every K iterations (0: once); each window gets its own "
-        "iter_{first}-{last}/ folder.")
+        0, kinds.INT, "Repeat the window every K iterations (0: once); each window gets its "
+        "own iter_{first}-{last}/ folder.")
     profile_steps: tuple = _knob(
-        (), "steps", "Explicit windows of inclusive iterations, e.g. 100-102,1100-1102; replaces "
-        "--profile-step-start/-end.")
+        (), kinds.STEPS, "Explicit windows of inclusive iterations, e.g. 100-102,1100-1102; "
+        "replaces --profile-step-start/-end.")
     profile_trigger_file: Optional[str] = _knob(
-        None, "path", "Arm the job for on-demand profiling: `mindspeed-prof trigger FILE --steps N` "
-        "profiles the next N iterations on every selected rank.")
+        None, kinds.PATH, "Arm the job for on-demand profiling: `mindspeed-prof trigger FILE "
+        "--steps N` profiles the next N iterations on every selected rank.")
     profile_trigger_poll: int = _knob(
-        10, "int", "With --profile-trigger-file: rank 0 checks the file every K iterations and "
-        "shares the decision with one broadcast.")
+        10, kinds.INT, "With --profile-trigger-file: rank 0 checks the file every K iterations "
+        "and shares the decision with one broadcast.")
     profile_max_gb: Optional[float] = _knob(
-        None, "float?", "Disk budget for the whole job's profile output in GB: refuse to start "
-        "when the estimate exceeds it or the free space, stop a window that crosses it.")
+        None, kinds.FLOAT, "Disk budget for the whole job's profile output in GB: refuse to "
+        "start when the estimate exceeds it or the free space, stop a window that crosses it.")
     profile_stages: tuple = _knob(
-        (), "list", "RL roles (role_profiler): record only these stages of a step, each "
+        (), kinds.NAMES, "RL roles (role_profiler): record only these stages of a step, each "
         "occurrence as its own session under {save}/{role}/{stage}/; default: the whole step, "
         "stages as stage:NAME ranges.")
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
-            _check_kind(f, getattr(self, f.name))
+            f.metadata["kind"].check(flag_name(f.name), getattr(self, f.name),
+                                     f.metadata.get("choices"), none_is_default=True)
         normalised = {
             "profile_level": names.level(self.profile_level),
             "profile_export_type": names.export_type(self.profile_export_type),
@@ -102,13 +115,6 @@ class ProfilerConfig:
         }
         for key, value in normalised.items():
             object.__setattr__(self, key, value)
-        if self.profile_step_start < 1:
-            raise ConfigError(f"--profile-step-start {self.profile_step_start} must be >= 1 "
-                              f"(iterations are numbered from 1, as the training log prints them).")
-        if self.profile_step_end != -1 and self.profile_step_end <= self.profile_step_start:
-            raise ConfigError(f"--profile-step-end {self.profile_step_end} must be > "
-                              f"--profile-step-start {self.profile_step_start}; use -1 to "
-                              f"profile to the end.")
         if self.profile_config is not None and not self.profile_config.strip():
             # An unset $CONFIG in a launch script: running on without the file would be a surprise.
             raise ConfigError("--profile-config is empty; give the path of a YAML file, or leave "
@@ -118,13 +124,36 @@ class ProfilerConfig:
         if self.profile_gc_detect_threshold is not None and self.profile_gc_detect_threshold < 0:
             raise ConfigError(f"--profile-gc-detect-threshold {self.profile_gc_detect_threshold} "
                               f"must be >= 0 (milliseconds; 0 records every GC pause).")
-        object.__setattr__(self, "profile_steps", window.parse_step_ranges(self.profile_steps))
-        self._check_repetition()
+        if self.profile_max_gb is not None and self.profile_max_gb <= 0:
+            raise ConfigError(f"--profile-max-gb {self.profile_max_gb} must be > 0 (GB of "
+                              f"profile output for the whole job).")
+        self._check_values()
+        # How the window flags fit together only matters when a window will be planned: a
+        # command that carries stale window flags and no --profile is not refused (torchtitan
+        # validates its schedule only when profiling is on). Each value on its own is checked
+        # whatever --profile says: a typo is a typo.
+        if self.profile:
+            self._check_window_relations()
 
-    def _check_repetition(self):
+    def _check_values(self) -> None:
+        if self.profile_step_start < 1:
+            raise ConfigError(f"--profile-step-start {self.profile_step_start} must be >= 1 "
+                              f"(iterations are numbered from 1, as the training log prints "
+                              f"them).")
+        if self.profile_every < 0:
+            raise ConfigError(f"--profile-every {self.profile_every} must be >= 0 (0 profiles "
+                              f"one window).")
+        if self.profile_trigger_poll < 1:
+            raise ConfigError(f"--profile-trigger-poll {self.profile_trigger_poll} must be >= 1 "
+                              f"(iterations between two looks at the trigger file).")
+        if self.profile_trigger_file is not None and not self.profile_trigger_file.strip():
+            raise ConfigError("--profile-trigger-file is empty; give the path of a file the "
+                              "job can see (it need not exist yet).")
+        object.__setattr__(self, "profile_steps", window.parse_step_ranges(self.profile_steps))
+
+    def _check_window_relations(self) -> None:
         every, start, end = self.profile_every, self.profile_step_start, self.profile_step_end
-        if every < 0:
-            raise ConfigError(f"--profile-every {every} must be >= 0 (0 profiles one window).")
+        window.check_start_end(start, end)
         if every and self.profile_steps:
             raise ConfigError("--profile-every and --profile-steps both describe repeated windows; "
                               "use one of them.")
@@ -136,20 +165,11 @@ class ProfilerConfig:
                               f"({end - start} iterations from --profile-step-start {start} to "
                               f"--profile-step-end {end}); windows would overlap: use "
                               f"--profile-every {end - start} or more.")
-        if self.profile_trigger_poll < 1:
-            raise ConfigError(f"--profile-trigger-poll {self.profile_trigger_poll} must be >= 1 "
-                              f"(iterations between two looks at the trigger file).")
-        if self.profile_trigger_file is not None and not self.profile_trigger_file.strip():
-            raise ConfigError("--profile-trigger-file is empty; give the path of a file the "
-                              "job can see (it need not exist yet).")
-        if self.profile_max_gb is not None and self.profile_max_gb <= 0:
-            raise ConfigError(f"--profile-max-gb {self.profile_max_gb} must be > 0 (GB of "
-                              f"profile output for the whole job).")
 
-    def replace(self, **changes):
+    def replace(self, **changes: Any) -> "ProfilerConfig":
         return dataclasses.replace(self, **changes)
 
-    def warnings(self, role_driver: bool = False) -> list:
+    def warnings(self, role_driver: bool = False) -> List[str]:
         """Combinations torch_npu would silently change, and knobs this run ignores, said
         plainly. ``role_driver``: the config of an RL role (role_profiler), where the role
         driver, not the user, decides what applies."""
@@ -174,7 +194,7 @@ class ProfilerConfig:
                          "--profile-ranks 0 or --profile-with-modules.")
         return notes
 
-    def as_dict(self):
+    def as_dict(self) -> Dict[str, Any]:
         data = dataclasses.asdict(self)
         data["profile_ranks"] = list(self.profile_ranks)
         data["profile_host_sys"] = list(self.profile_host_sys)
@@ -184,48 +204,17 @@ class ProfilerConfig:
 
 
 KNOBS = {f.name: f for f in dataclasses.fields(ProfilerConfig)}
+# torch_npu's own switches: knob -> the ``_ExperimentalConfig`` keyword it sets.
+NPU_KEYWORDS: Dict[str, str] = {name: f.metadata["npu"] for name, f in KNOBS.items()
+                                if "npu" in f.metadata}
 
 
-def flag_name(knob):
+def flag_name(knob: str) -> str:
     """``profile_step_start`` -> ``--profile-step-start``."""
     return "--" + knob.replace("_", "-")
 
 
-def _check_kind(f, value):
-    kind, flag = f.metadata["kind"], flag_name(f.name)
-    ok = {
-        "bool": lambda v: isinstance(v, bool),
-        "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
-        "str": lambda v: isinstance(v, str),
-        "path": lambda v: v is None or isinstance(v, str),
-        "choice": lambda v: isinstance(v, (str, list, tuple)),
-        "choice?": lambda v: v is None or isinstance(v, str),
-        "float?": lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)),
-        "ranks": lambda v: v is None or isinstance(v, (int, str, list, tuple)),
-        "list": lambda v: v is None or isinstance(v, (str, list, tuple)),
-        "steps": lambda v: v is None or isinstance(v, (str, list, tuple)),
-    }[kind]
-    if not ok(value):
-        raise ConfigError(f"{flag} {value!r} has the wrong type: expected {describe_kind(f)}.")
-    if kind == "float?" and value is not None and not math.isfinite(value):
-        # nan compares false with every bound, so it would slip past the range checks and, for
-        # --profile-max-gb, silently switch the budget off.
-        raise ConfigError(f"{flag} {value} is not a finite number; give a number such as 10, or "
-                          f"leave {flag} out.")
+def describe_kind(f: "dataclasses.Field[Any]") -> str:
+    """What a value of knob ``f`` must be, in words (for messages)."""
+    return f.metadata["kind"].describe(f.metadata.get("choices"))
 
-
-def describe_kind(f):
-    kind = f.metadata["kind"]
-    choices = f.metadata.get("choices")
-    return {
-        "bool": "true or false",
-        "int": "an integer",
-        "str": "a string",
-        "path": "a file path",
-        "choice": f"one of {', '.join(choices)}" if choices else "a name",
-        "choice?": f"one of {', '.join(choices)}" if choices else "a name",
-        "float?": "a number",
-        "ranks": "a rank list such as [0, 1], '0-7' or -1",
-        "list": f"a list drawn from {', '.join(choices)}" if choices else "a list",
-        "steps": "iteration ranges such as 100-102,1100-1102",
-    }[kind]

@@ -76,7 +76,7 @@ def _name_list(values):
     duplicates dropped."""
     if values is None:
         return ()
-    if isinstance(values, str):
+    if isinstance(values, (str, int)):
         values = [values]
     result = []
     for raw in values:

@@ -105,6 +105,16 @@ def _check_something_runs(first_iteration, last, limit):
                           f"raise {limit} or drop --profile.")
 
 
+def check_start_end(start: int, end: int) -> None:
+    """The one rule for ``--profile-step-start/-end`` on their own: ConfigError naming the fix."""
+    if start < 1:
+        raise ConfigError(f"--profile-step-start {start} must be >= 1 (iterations are numbered "
+                          f"from 1, as the training log prints them).")
+    if end != -1 and end <= start:
+        raise ConfigError(f"--profile-step-end {end} must be > --profile-step-start {start}; "
+                          f"use -1 to profile to the end.")
+
+
 def plan_window(*, start: int, end: int, first_iteration: int = 1,
                 train_iters: Optional[int] = None, exit_interval: Optional[int] = None,
                 ) -> StepSchedule:
@@ -115,12 +125,7 @@ def plan_window(*, start: int, end: int, first_iteration: int = 1,
     (already passed, beyond ``--train-iters``, cut by ``--exit-interval``) is refused here, so the
     user learns at start-up rather than finding an empty folder hours later.
     """
-    if start < 1:
-        raise ConfigError(f"--profile-step-start {start} must be >= 1 (iterations are numbered "
-                          f"from 1, as the training log prints them).")
-    if end != -1 and end <= start:
-        raise ConfigError(f"--profile-step-end {end} must be > --profile-step-start {start}; "
-                          f"use -1 to profile to the end.")
+    check_start_end(start, end)
     if start < first_iteration:
         resumed = (f"this run resumes at iteration {first_iteration}"
                    if first_iteration > 1 else "iterations start at 1")

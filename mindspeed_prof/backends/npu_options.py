@@ -9,6 +9,8 @@ each dropped flag. Behaviour that no signature shows is the one place a version 
 import inspect
 import re
 
+from ..config import NPU_KEYWORDS, flag_name
+
 LEVEL_ATTR = {"level_none": "Level_none", "level0": "Level0", "level1": "Level1",
               "level2": "Level2"}
 EXPORT_ATTR = {"text": "Text", "db": "Db"}
@@ -38,11 +40,7 @@ def experimental_kwargs(config, tp):
         "sys_io": config.profile_sys_io,
         "sys_interconnection": config.profile_sys_interconnection,
     }
-    flag_of = {"mstx": "--profile-mstx", "l2_cache": "--profile-l2-cache",
-               "op_attr": "--profile-op-attr", "sys_io": "--profile-sys-io",
-               "sys_interconnection": "--profile-sys-interconnection",
-               "aic_metrics": "--profile-aic-metrics", "host_sys": "--profile-host-sys",
-               "gc_detect_threshold": "--profile-gc-detect-threshold"}
+    flag_of = {keyword: flag_name(knob) for knob, keyword in NPU_KEYWORDS.items()}
     dropped = []
     if config.profile_aic_metrics is not None:
         wanted["aic_metrics"] = getattr(tp.AiCMetrics, config.profile_aic_metrics)

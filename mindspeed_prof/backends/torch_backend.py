@@ -36,14 +36,12 @@ import warnings
 import torch
 
 from .. import layout
+from ..config import NPU_KEYWORDS
 from . import trace_steps
 from .base import Backend, not_applicable
 
-# Knobs that only mean something to torch_npu.
-NPU_ONLY = ("profile_level", "profile_export_type", "profile_data_simplification",
-            "profile_aic_metrics", "profile_l2_cache", "profile_op_attr", "profile_mstx",
-            "profile_host_sys", "profile_sys_io", "profile_sys_interconnection",
-            "profile_gc_detect_threshold")
+# Knobs that only mean something to torch_npu: those that set a torch_npu keyword.
+NPU_ONLY = tuple(NPU_KEYWORDS)
 
 
 def ignored_flags(config):

@@ -53,10 +53,10 @@ def assert_usage_error(code, err, names):
 
 # -- invalid flags -------------------------------------------------------------------------------
 
-INT_FLAGS = [flag_name(k) for k, f in KNOBS.items() if f.metadata["kind"] == "int"]
-NUMBER_FLAGS = [flag_name(k) for k, f in KNOBS.items() if f.metadata["kind"] == "float?"]
+INT_FLAGS = [flag_name(k) for k, f in KNOBS.items() if f.metadata["kind"].name == "int"]
+NUMBER_FLAGS = [flag_name(k) for k, f in KNOBS.items() if f.metadata["kind"].name == "float?"]
 CHOICE_KNOBS = {k: f.metadata["choices"] for k, f in KNOBS.items()
-                if f.metadata["kind"] in ("choice", "choice?")}
+                if f.metadata["kind"].name in ("choice", "choice?")}
 
 
 def not_an_int(text):
@@ -201,7 +201,7 @@ def unknown_flag(draw):
 @st.composite
 def switch_with_a_value(draw):
     switch = draw(st.sampled_from([flag_name(k) for k, f in KNOBS.items()
-                                   if f.metadata["kind"] == "bool"]))
+                                   if f.metadata["kind"].name == "bool"]))
     value = draw(st.sampled_from(["true", "yes", "1", "on", "False"]))
     return [switch, value], [switch]
 
@@ -268,7 +268,7 @@ def yaml_scalar(value):
 @st.composite
 def wrongly_typed_key(draw):
     key = draw(st.sampled_from(KEYS))
-    value = draw(wrong_type_for(KNOBS[key].metadata["kind"]))
+    value = draw(wrong_type_for(KNOBS[key].metadata["kind"].name))
     return f"{key}: {yaml_scalar(value)}\n", [key]
 
 

@@ -38,7 +38,7 @@ def test_unknown_level_names_the_flag_and_the_choices():
 
 def test_end_before_start_names_both_flags_and_the_fix():
     with pytest.raises(ConfigError) as info:
-        ProfilerConfig(profile_step_start=10, profile_step_end=5)
+        ProfilerConfig(profile=True, profile_step_start=10, profile_step_end=5)
     assert "--profile-step-end 5 must be > --profile-step-start 10; use -1" in str(info.value)
 
 
@@ -48,7 +48,7 @@ def test_end_minus_one_means_until_training_ends():
 
 def test_start_zero_is_refused():
     with pytest.raises(ConfigError, match="--profile-step-start 0 must be >= 1"):
-        ProfilerConfig(profile_step_start=0)
+        ProfilerConfig(profile=True, profile_step_start=0)
 
 
 def test_wrong_type_names_the_flag_and_what_is_expected():
@@ -56,8 +56,39 @@ def test_wrong_type_names_the_flag_and_what_is_expected():
         ProfilerConfig(profile_step_start="5")
 
 
+def test_stale_window_flags_without_profile_are_not_refused():
+    # A launch script keeps its window flags while --profile is switched off: nothing is planned
+    # from them, so nothing is wrong (torchtitan validates its schedule only when profiling).
+    config = ProfilerConfig(profile=False, profile_step_start=20, profile_step_end=10,
+                            profile_every=2, profile_steps="30-31")
+    assert (config.profile_step_start, config.profile_step_end, config.profile_every) == (20, 10, 2)
+    with pytest.raises(ConfigError, match="--profile-step-end 10 must be > --profile-step-start 20"):
+        config.replace(profile=True)
+
+
+def test_stale_window_flags_do_not_hide_a_mistyped_value():
+    with pytest.raises(ConfigError, match="--profile-level 'level9' is not one of"):
+        ProfilerConfig(profile=False, profile_level="level9")
+
+
+def test_a_bare_number_is_a_one_step_window_in_yaml_and_the_environment(tmp_path):
+    from mindspeed_prof.arguments import parse_profile_flags
+    path = tmp_path / "p.yaml"
+    path.write_text("profile_steps: 4\n")
+    assert parse_profile_flags(["--profile-config", str(path)]).profile_steps == ((4, 4),)
+    assert parse_profile_flags([], environ={"MINDSPEED_PROF_STEPS": "4"}).profile_steps == ((4, 4),)
+    assert parse_profile_flags(["--profile-steps", "4"]).profile_steps == ((4, 4),)
+
+
+def test_a_mistyped_environment_variable_gets_the_closest_name():
+    from mindspeed_prof.arguments import parse_profile_flags
+    with pytest.raises(ConfigError, match="MINDSPEED_PROF_STEP_STRAT is not a mindspeed_prof "
+                                          "setting; did you mean MINDSPEED_PROF_STEP_START"):
+        parse_profile_flags([], environ={"MINDSPEED_PROF_STEP_STRAT": "5"})
+
+
 def test_config_is_immutable_and_replace_revalidates():
-    config = ProfilerConfig()
+    config = ProfilerConfig(profile=True)
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.profile = True
     with pytest.raises(ConfigError):
