@@ -14,9 +14,9 @@ as they override a training YAML.
 """
 
 import os
-import re
 from typing import Mapping, Optional, Union
 
+from mindspeed_prof import names
 from mindspeed_prof.config import ProfilerConfig
 from mindspeed_prof.errors import ConfigError
 
@@ -25,17 +25,8 @@ from .resolve import build_config
 from .yaml_file import CONFIG_ENV, check_values, env_config_path, env_values, read_mapping
 
 ROLES_KEY = "roles"
-_ROLE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 ConfigSource = Union[None, str, "os.PathLike[str]", Mapping, ProfilerConfig]
-
-
-def check_role_name(role):
-    """A role is a folder under the save path: refuse what cannot be one."""
-    if not isinstance(role, str) or not _ROLE_NAME.match(role):
-        raise ConfigError(f"role {role!r} cannot name a folder under the save path; use letters, "
-                          f"digits, '_', '-' or '.' (e.g. actor, ref, rollout).")
-    return role
 
 
 def role_config(role: str, config: ConfigSource = None,
@@ -44,7 +35,7 @@ def role_config(role: str, config: ConfigSource = None,
     ProfilerConfig (used as it is) or None (the role YAML ``MINDSPEED_PROF_CONFIG`` names, if
     any, and ``MINDSPEED_PROF_*`` variables: one setting for every worker a launcher starts).
     Raises ConfigError naming the file, the role or key, and the fix."""
-    check_role_name(role)
+    names.role(role)  # the core checks it too; here it is refused before any file is read
     if isinstance(config, ProfilerConfig):
         return config
     environ = os.environ if environ is None else environ

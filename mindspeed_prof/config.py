@@ -10,7 +10,7 @@ backend's list of NPU-only knobs and the dropped-keyword messages are derived fr
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 from . import kinds, names, ranks, window
 from .errors import ConfigError

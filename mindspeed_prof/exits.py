@@ -27,6 +27,7 @@ import atexit
 import contextlib
 import os
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -188,7 +189,7 @@ class FlushOnExit:
 
     def _at_exit(self):
         if self._pid == os.getpid():
-            self._close("process exit", "the loop did not close the profiler")
+            self._close(*process_end_reason("the loop did not close the profiler"))
 
 
 @contextlib.contextmanager
@@ -287,6 +288,32 @@ def _children() -> List[int]:
         except (OSError, ValueError):
             continue
     return pids
+
+
+# How the process is ending, when an entry point saw it (the launcher runs the script inside a
+# try/except): (reason, detail).
+_outcome: Optional[tuple] = None
+
+
+def note_process_outcome(reason: str, detail: Optional[str]) -> None:
+    """An entry point saw how the script ended (returned, sys.exit, an exception)."""
+    global _outcome
+    _outcome = (reason, detail)
+
+
+def process_end_reason(unknown_detail: Optional[str] = None) -> tuple:
+    """How this process is ending, for a flush at interpreter exit: what the launcher saw, else
+    the exception the interpreter is reporting (``sys.last_value``: an uncaught exception in the
+    main script, Ctrl-C included), else ``process exit`` (the script ended, normally or through
+    ``sys.exit``: from inside the process the two cannot be told apart)."""
+    if _outcome is not None and _outcome[0] != "finished":
+        return _outcome
+    value = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+    if isinstance(value, BaseException):
+        return exit_reason(type(value), value)
+    if _outcome is not None:
+        return _outcome
+    return "process exit", unknown_detail
 
 
 def exit_reason(exc_type, exc):

@@ -37,12 +37,19 @@ def main(argv=None):
         print(f"mindspeed_prof.launch: error: training script {script!r} not found; give the path "
               f"of the entry script (e.g. pretrain_gpt.py) as the first argument.", file=sys.stderr)
         return 2
+    from mindspeed_prof.exits import exit_reason, note_process_outcome
     from mindspeed_prof.patches import activate
 
     sys.argv = [script] + script_args
     sys.path[0] = os.path.dirname(os.path.abspath(script))
     activate(script_args, by="launcher")
-    runpy.run_path(script, run_name="__main__")
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except BaseException as exc:
+        # A flush at interpreter exit (a server's, a role's) then records how the script ended.
+        note_process_outcome(*exit_reason(type(exc), exc))
+        raise
+    note_process_outcome("finished", None)
     return 0
 
 

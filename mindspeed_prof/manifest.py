@@ -17,7 +17,18 @@ Schema (version 1)::
     selected_ranks        resolved global ranks of the job (null when unknown)
     backend               "npu" | "torch"
     config                ProfilerConfig as a dict
-    windows               [{start, end, dir, status, iterations_recorded, files}]
+    unit, role, stage     what the windows count ("iteration", "request", "RL step", "engine
+                          step"), the RL role and stage that wrote it
+    first_iteration, train_iters
+                          the first unit this process ran and the last it could (null: unknown)
+    windows               one entry per profiler session: [{start, end, dir, status,
+                          iterations_recorded, files}]; iterations_recorded holds the units
+                          recorded whatever the unit is (the key keeps its first name)
+    planned               with a session per unit (requests, RL steps): one entry per window
+                          the plan opened, [{start, end, status, recorded, skipped, refused,
+                          cut}]: running until its last unit ends, then complete; cut when the
+                          process ended inside it or a unit failed; refused units are sessions
+                          another session in the process kept from starting
     parallel              {tensor_model_parallel_size, ..., rank, world_size} or null
     versions              {python, torch, torch_npu, cann, megatron_core, mindspeed}
     status                armed | running | parsing | unparsed | complete | cut | failed |
@@ -27,7 +38,9 @@ Schema (version 1)::
                           ProfilerStep is partial), null when none had
     windows[].never_ran   a unit the loop began (its profiler step opened) that never ran: left
                           out of torch traces; check discounts it in NPU ones
-    exit                  {reason, detail} - how the training run ended
+    exit                  {reason, detail} - how the run ended (null: the process died before
+                          it could say, e.g. SIGKILL)
+    requests_served       inference: requests this process started
     exit_events           {signals, children_ended, console_writes_lost}: what reached the
                           process while it flushed (held signals, DataLoader workers that died)
     errors, warnings      [{time, phase, message}]
@@ -40,9 +53,11 @@ import re
 import socket
 import threading
 import time
+from typing import Any, Dict, Iterable, List, Optional
 
 from . import log
 from .budget import used_bytes
+from .errors import ConfigError
 from .version import __version__
 
 SCHEMA = 1
@@ -64,8 +79,32 @@ def job_run_id(env=None):
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
+# Manifests an open recorder of this process writes: a second recorder for the same rank and
+# save path (a role's profiler created twice) would rewrite the first one's and orphan its trace.
+_LIVE = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def claim_for_recorder(path: str) -> None:
+    """An open recorder is about to write ``path``: ConfigError while another one does."""
+    key = os.path.abspath(path)
+    with _LIVE_LOCK:
+        if key in _LIVE:
+            raise ConfigError(f"{path} is already written by another open profiler of this "
+                              f"process (a role_profiler or driver created twice for the same "
+                              f"role and rank): reuse the first one, or close it before creating "
+                              f"another.")
+        _LIVE.add(key)
+
+
+def release_for_recorder(path: str) -> None:
+    with _LIVE_LOCK:
+        _LIVE.discard(os.path.abspath(path))
+
+
 def _claim(path, hostname, pid, run_id):
-    """``path``, unless another process's manifest is there: then a name of this run's own."""
+    """``path``, unless another process's manifest is there (or this process's with windows):
+    then a name of this run's own."""
     base, ext = os.path.splitext(path)
     tag = re.sub(r"[^A-Za-z0-9_-]+", "-", run_id)[:24].strip("-") or "run"
     for candidate in [path] + [f"{base}.{tag}{f'-{n}' if n else ''}{ext}" for n in range(100)]:
@@ -79,11 +118,105 @@ def _claim(path, hostname, pid, run_id):
             except (OSError, ValueError):
                 continue
             if isinstance(data, dict) and data.get("hostname") == hostname \
-                    and data.get("pid") == pid:
-                return candidate  # this process's own (a recorder made again): rewritten
+                    and data.get("pid") == pid and not data.get("windows"):
+                return candidate  # this process's own, nothing recorded (a retried start)
         except OSError:
             return path  # no save path yet, or unwritable: the first save reports it
     return path
+
+
+class WindowEntry:
+    """One profiler session's window in the manifest. The recorder writes it only through these
+    methods, so what ``check`` reads has one writer."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: Dict[str, Any]) -> None:
+        self.data = data
+
+    @property
+    def start(self) -> int:
+        return self.data["start"]
+
+    @property
+    def end(self) -> Optional[int]:
+        return self.data["end"]
+
+    @property
+    def status(self) -> str:
+        return self.data["status"]
+
+    @property
+    def recorded(self) -> List[int]:
+        """The units that ran to their end inside the window."""
+        return self.data["iterations_recorded"]
+
+    @property
+    def never_ran(self) -> Optional[int]:
+        return self.data.get("never_ran")
+
+    @property
+    def is_cut(self) -> bool:
+        return "cut" in self.data
+
+    def record(self, n: int) -> None:
+        self.data["iterations_recorded"].append(n)
+
+    def mark_cut(self, reason: str, in_progress: Optional[int]) -> None:
+        """The run ended inside the window (or its unit failed): it keeps what it recorded."""
+        self.data["cut"] = {"reason": reason, "in_progress": in_progress}
+
+    def mark_never_ran(self, n: int) -> None:
+        self.data["never_ran"] = n
+
+    def mark_stopped_early(self, by: str) -> None:
+        self.data["stopped_early"] = by
+
+    def mark_failed(self) -> None:
+        self.data["status"] = "failed"
+
+
+class PlannedWindow:
+    """A window of the plan recorded as one session per unit (requests, RL steps): the sessions
+    are window entries of their own; this says how far the window itself got."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: Dict[str, Any]) -> None:
+        self.data = data
+
+    @property
+    def start(self) -> int:
+        return self.data["start"]
+
+    @property
+    def end(self) -> Optional[int]:
+        return self.data["end"]
+
+    @property
+    def recorded(self) -> List[int]:
+        return self.data["recorded"]
+
+    @property
+    def status(self) -> str:
+        return self.data["status"]
+
+    def record(self, n: int) -> None:
+        self.data["recorded"].append(n)
+
+    def skip(self, units: Iterable[int]) -> None:
+        """Units of the window the host never ran (a resumed job, a step number it skipped)."""
+        self.data["skipped"].extend(units)
+
+    def refuse(self, n: int) -> None:
+        self.data["refused"].append(n)
+
+    def finish(self) -> None:
+        self.data["status"] = "complete"
+
+    def mark_cut(self, reason: str, in_progress: Optional[int]) -> None:
+        self.data["status"] = "cut"
+        self.data["cut"] = {"reason": reason, "in_progress": in_progress}
 
 
 class Manifest:
@@ -127,12 +260,52 @@ class Manifest:
         self.data["status"] = status
         self.save()
 
-    def add_window(self, start, end, directory="."):
+    def describe_run(self, *, unit: str, role: Optional[str], first: Optional[int],
+                     last: Optional[int], stage: Optional[str] = None) -> None:
+        """What the windows count and which part of the work wrote them."""
+        data = self.data
+        data["unit"], data["role"] = unit, role
+        if stage is not None:
+            data["stage"] = stage
+        # Kept under the training names: check and older readers know them.
+        data["first_iteration"], data["train_iters"] = first, last
+        self.save()
+
+    def add_window(self, start: int, end: Optional[int], directory: str = ".") -> WindowEntry:
         window = {"start": start, "end": end, "dir": directory, "status": "running",
                   "iterations_recorded": [], "files": []}
         self.data["windows"].append(window)
         self.save()
-        return window
+        return WindowEntry(window)
+
+    def add_planned(self, start: int, end: Optional[int]) -> PlannedWindow:
+        planned = {"start": start, "end": end, "status": "running", "recorded": [],
+                   "skipped": [], "refused": []}
+        self.data.setdefault("planned", []).append(planned)
+        self.save()
+        return PlannedWindow(planned)
+
+    def fail_window(self, window: WindowEntry) -> None:
+        """The window's profiler could not even be built: the window failed, not running."""
+        if window.status == "running":
+            window.mark_failed()
+            self.set_status(overall_status(self.data["windows"]))
+
+    def set_served(self, served: int) -> None:
+        self.data["requests_served"] = served
+
+    def set_window_cut(self, start: int, end: Optional[int], last_served: int) -> None:
+        """Inference: the window of requests the server stopped inside (kept for readers of
+        manifests before ``planned``)."""
+        self.data["window_cut"] = {"start": start, "end": end, "last_served": last_served}
+
+    def mark_nothing_profiled(self) -> None:
+        self.data["status"] = "incomplete"
+
+    def set_exit(self, reason: str, detail: Optional[str], events: Optional[dict] = None) -> None:
+        self.data["exit"] = {"reason": reason, "detail": detail}
+        if events:
+            self.data["exit_events"] = events
 
     def record(self, kind, phase, message):
         """Append an error or warning; saved at once so a later crash cannot lose it."""
@@ -153,15 +326,16 @@ class Manifest:
         if save:
             self.save()
 
-    def window_saved(self, window, outputs, status):
+    def window_saved(self, window: WindowEntry, outputs: Iterable[str], status: str) -> List[str]:
         """A window's files reached disk (or some did): list the new ones, set the window's and
         the rank's status, save once. Returns the new paths. ``cut``: every file is there, for
         the units the window kept."""
         base = os.path.dirname(self.path)
-        new = [p for p in outputs if os.path.relpath(p, base) not in window["files"]]
-        self.add_files(new, window, save=False)
-        window["status"] = "cut" if status == "complete" and window.get("cut") else status
-        self.set_status(overall_status(self.data["windows"]))
+        entry = window.data
+        new = [p for p in outputs if os.path.relpath(p, base) not in entry["files"]]
+        self.add_files(new, entry, save=False)
+        entry["status"] = "cut" if status == "complete" and window.is_cut else status
+        self.set_status(overall_status(self.data["windows"], self.data.get("planned", ())))
         return new
 
     def used_bytes(self):
@@ -213,9 +387,10 @@ def _now():
 _SEVERITY = ("failed", "incomplete", "parsing", "running", "unparsed", "cut", "complete")
 
 
-def overall_status(windows):
-    """A rank's status across its windows: the most serious one."""
-    statuses = {w.get("status") for w in windows}
+def overall_status(windows, planned=()):
+    """A rank's status across its windows (and planned windows): the most serious one."""
+    statuses = {w.get("status") for w in windows} | {p.get("status") for p in planned
+                                                      if p.get("status") == "cut"}
     for status in _SEVERITY:
         if status in statuses:
             return status

@@ -4,6 +4,8 @@ Users copy these from three places (MindSpeed-LLM flags, torch_npu constants, pr
 so each name is accepted in every spelling, case-insensitively, and normalised to one form.
 """
 
+import re
+
 from .errors import ConfigError
 
 LEVELS = ("level_none", "level0", "level1", "level2")
@@ -109,3 +111,15 @@ def stages(values, flag="--profile-stages"):
             raise ConfigError(f"{flag} {item!r} is not a stage name; use the names your "
                               f"workers pass to prof.stage() (letters, digits, _ and -).")
     return result
+
+
+_ROLE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def role(value):
+    """An RL role names a folder under the save path (``{save}/{role}/``): refuse what cannot
+    be one (a separator, ``..``, a leading dot), whoever passes it in."""
+    if not isinstance(value, str) or not _ROLE_NAME.match(value) or len(value) > 255:
+        raise ConfigError(f"role {value!r} cannot name a folder under the save path; use letters, "
+                          f"digits, '_', '-' or '.' (e.g. actor, ref, rollout).")
+    return value

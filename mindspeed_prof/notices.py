@@ -23,21 +23,21 @@ def failure_fix(phase: str, owner: str) -> str:
     return _FIX.get(phase, "").format(owner=owner)
 
 
-def announce_plan(recorder, plans) -> None:
+def announce_plan(plan) -> None:
     """Rank 0 says which ranks record what, and where, before the first unit."""
-    if recorder.rank != 0:
+    if plan.rank != 0:
         return
-    config, unit = recorder.config, recorder.unit
-    where = os.path.abspath(recorder.save_path)
-    chosen = short_ranks(recorder.selected_ranks)
+    config, unit, plans = plan.config, plan.unit, plan.windows
+    where = os.path.abspath(plan.save_path)
+    chosen = short_ranks(list(plan.selected_ranks))
     if config.profile_trigger_file:
         log.info(f"armed for on-demand profiling: `mindspeed-prof trigger "
                  f"{config.profile_trigger_file} --steps N` profiles the next N "
                  f"{unit.plural} on rank(s) {chosen} -> {where}")
         return
-    shown = ", ".join(describe_window(p, unit, recorder.session_per_unit) for p in plans[:3])
+    shown = ", ".join(describe_window(p, unit, plan.session_per_unit) for p in plans[:3])
     more = f" and {len(plans) - 3} more windows" if len(plans) > 3 else ""
-    who = f"{recorder.role}: " if recorder.role else ""
+    who = f"{plan.role}: " if plan.role else ""
     log.info(f"{who}profiling rank(s) {chosen} at {shown}{more} -> {where}")
 
 
@@ -48,3 +48,45 @@ def short_ranks(selected) -> str:
     if selected == list(range(selected[0], selected[-1] + 1)) and len(selected) > 2:
         return f"{selected[0]}-{selected[-1]}"
     return ",".join(str(r) for r in selected)
+
+
+def spans(numbers) -> str:
+    """``[2, 3, 4, 7]`` -> ``2-4,7``: units as messages name them."""
+    parts, run = [], []
+    for n in sorted(numbers):
+        if run and n == run[-1] + 1:
+            run.append(n)
+            continue
+        if run:
+            parts.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
+        run = [n]
+    if run:
+        parts.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
+    return ",".join(parts)
+
+
+def window_cut_words(unit, reason, last_begun, window, recorded) -> str:
+    """What a run that stopped inside a window of per-unit sessions kept, from the manifest's
+    own record (what is on disk), never from the plan's arithmetic."""
+    start, end = window
+    span = f"{start}-{end - 1}" if end is not None else f"{start}.."
+    if len(recorded) == 1:
+        kept = f"{unit.name} {recorded[0]} was recorded"
+    else:
+        kept = f"{unit.plural} {spans(recorded)} were recorded" if recorded else \
+            "nothing was recorded"
+    after = f" after {unit.name} {last_begun}" if last_begun is not None else ""
+    return (f"{unit.owner} stopped ({reason}){after}, before the window of {unit.plural} {span} "
+            f"completed: {kept}")
+
+
+def session_cut_words(unit, reason, recorded, start, partial) -> str:
+    """What a session cut short kept (``partial``: a trace of a unit cut mid-way was written)."""
+    if recorded:
+        return (f"{unit.owner} ended ({reason}) inside the window; {unit.plural} {recorded} were "
+                f"recorded")
+    if partial:
+        return (f"{unit.owner} ended ({reason}) before {unit.name} {start} completed; its "
+                f"partial {unit.name} was written (check reports it as cut)")
+    return (f"{unit.owner} ended ({reason}) before {unit.name} {start} completed; nothing was "
+            f"profiled")

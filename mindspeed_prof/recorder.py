@@ -1,11 +1,12 @@
-"""The window recorder: the engine every scenario shares (DESIGN §6).
+"""The window recorder: *when* sessions open and close, the engine every scenario shares
+(DESIGN §6).
 
-A recorder is told that unit ``n`` begins and ends (an iteration, a request, an RL step) and does
-the rest: it decides once whether this rank records, plans the windows from the ``--profile*``
-flags in its unit, opens, steps and closes profiler sessions through a backend, writes the
-manifest, surfaces every profiler error and flushes on every way out. It knows nothing of
-Megatron, requests or roles; drivers (``drivers/``) translate a scenario's events into
-``begin(n)``/``end(n)``::
+A recorder is told that unit ``n`` begins and ends (an iteration, a request, an RL step, an
+engine step) and does the rest. It answers its three questions in three places: the plan
+(``plan.py``: what, pure, also what ``show-config`` prints), the session (``session.py``: how one
+window runs on its thread) and this module (when: arming, opening and closing sessions at unit
+boundaries, the trigger poll, the live budget, the manifest, the flush on every way out). It
+knows nothing of Megatron, requests or roles; drivers (``drivers/``) count the units::
 
     recorder = WindowRecorder(config, rank=r, world_size=w, unit=REQUEST)
     recorder.arm(first=1, last=None)          # windows checked, save path checked
@@ -13,83 +14,122 @@ Megatron, requests or roles; drivers (``drivers/``) translate a scenario's event
         recorder.begin(n); work(); recorder.end(n)
     recorder.close("finished")                # in a finally: always flushes
 
-On a rank that does not record, ``begin``/``end`` are a no-op function and nothing else happens:
-no profiler object, no files, no per-unit checks. A backend profiler is created only when a
-window (or its warm-up unit) arrives and is stopped right after it. With
-``--profile-trigger-file`` every rank also takes part in the trigger check every K units.
-
-Two process-wide rules live here because only the recorder sees every session:
-- one *running* session per process: torch's and torch_npu's profilers cannot nest, so a
-  recorder whose session would overlap another's (colocated RL roles) is refused, loudly;
-- a session is stepped and stopped on the thread that started it: torch.profiler records only
-  that thread, and stopping it from another one crashed torch 2.13 in export.
+On a rank that does not record, ``begin``/``end`` are a no-op function and nothing else happens.
+A backend profiler is created only when a window (or its warm-up unit) arrives and is stopped
+right after it. With ``--profile-trigger-file`` every rank also takes part in the trigger check
+every K units.
 """
 
 import contextlib
+import enum
 import os
 import threading
-from typing import Callable, Iterable, Iterator, Optional
+from typing import Any, Callable, ContextManager, Iterator, List, Optional, Tuple
 
-from . import backends, budget, layout, log, ranks, session_slot, trigger
+from . import backends, log, ranks, trigger
 from .config import ProfilerConfig
 from .environment import versions
 from .exits import FlushOnExit, final_flush
-from .manifest import Manifest, overall_status
-from .notices import announce_plan, failure_fix, short_ranks
+from .layout import manifest_path
+from .manifest import Manifest, PlannedWindow, claim_for_recorder, release_for_recorder
+from .notices import announce_plan, session_cut_words, short_ranks, window_cut_words
+from .plan import LayoutOf, Plan, make_plan
+from .session import PROCESS, Session, reporting
 from .startup import check_save_path
 from .units import ITERATION, Unit
-from .window import OPEN_ENDED, StepSchedule, last_iteration, plan_windows, several_windows
+from .window import StepSchedule
+
+# How long close() from another thread waits for a running session's own thread to stop it at
+# its next unit boundary or range (a server's request thread, when SIGTERM or the exit flush
+# runs on the main thread), when the caller gives no bound of its own.
+STOP_GRACE_S = 5.0
+_NO_RANGE = contextlib.nullcontext()
 
 
-def _nothing(n):
+Failure = Tuple[str, Optional[str]]  # (reason, detail) as exits.exit_reason gives them
+
+
+class State(enum.Enum):
+    IDLE = "idle"        # not armed, or nothing to do on this rank
+    ARMED = "armed"      # waiting for the next session's first unit (or a trigger)
+    RUNNING = "running"  # a session records
+    DONE = "done"        # nothing more will be recorded
+
+
+def _nothing(n: int, failure: Optional[Failure] = None) -> None:
     return None
+
+
+def _last(end: Optional[int]) -> str:
+    return "" if end is None else str(end - 1)
 
 
 class WindowRecorder:
     def __init__(self, config: ProfilerConfig, *, rank: int = 0, world_size: int = 1,
-                 local_rank: Optional[int] = None, layout_of: Optional[Callable] = None,
+                 local_rank: Optional[int] = None, layout_of: Optional[LayoutOf] = None,
                  parallel: Optional[dict] = None, unit: Unit = ITERATION,
                  role: Optional[str] = None, session_per_unit: bool = False,
-                 save_path: Optional[str] = None):
+                 save_path: Optional[str] = None,
+                 on_final_manifest: Optional[Callable[[Manifest], None]] = None):
         """``layout_of`` maps global rank -> {tp, pp, dp, cp, ep, node} (for rank selectors);
         ``parallel`` is the job's parallel sizes, written as torch_npu ``distributed_args``;
         ``session_per_unit`` records every unit of a window as its own session and folder
-        (work that hops threads between units); ``save_path`` overrides the config's (roles)."""
-        self.config = config
-        self.rank, self.world_size, self.local_rank = rank, world_size, local_rank
-        self.parallel, self._layout_of = parallel, layout_of
-        self.unit, self.role, self.session_per_unit = unit, role, session_per_unit
-        self.save_path = save_path or config.profile_save_path
+        (work that hops threads between units); ``save_path`` overrides the config's (roles);
+        ``on_final_manifest(manifest)`` adds what only the driver knows, whoever closes."""
+        self.config, self.local_rank, self.parallel = config, local_rank, parallel
+        self._layout_of = layout_of
+        self.plan: Plan = make_plan(config, unit=unit, rank=rank, world_size=world_size,
+                                    layout_of=layout_of, role=role,
+                                    session_per_unit=session_per_unit, save_path=save_path)
         self.closed = False
-        self.schedule = None
-        self.manifest = None
-        self.backend_name = None
+        self.schedule: Optional[StepSchedule] = None  # the next (or running) session's
+        self.manifest: Optional[Manifest] = None
+        self.backend_name: Optional[str] = None
         self._queue: Iterator[StepSchedule] = iter(())
-        self._backend = None
-        self._window = None
+        self._session: Optional[Session] = None
+        self._planned: Optional[PlannedWindow] = None  # per-unit sessions: the window's record
         self._windows_opened = 0
-        self._state = "idle"
-        self._session_thread = None
+        self._state = State.IDLE
         self._lock = threading.Lock()
         self._flush = FlushOnExit(self.close, wait=self.wait)
-        # end(n) leaves the profiler's step to begin(n + 1): a run that stops after n then
-        # closes ProfilerStep#n, never a step opened for a unit that does not run.
-        self._step_due = False
-        self._watcher = None
-        self._budget = None
-        self._last = None
-        self.selected_ranks = (ranks.resolve(config.profile_ranks, world_size, layout_of)
-                               if config.profile else [])
-        self.active = config.profile and rank in self.selected_ranks
-        self.polling = config.profile and bool(config.profile_trigger_file)
-        if self.active or self.polling:
+        self._watcher: Optional[trigger.TriggerWatcher] = None
+        self._budget: Any = None
+        self._raw_last: Optional[int] = None
+        self._stop_wanted: Optional[str] = None  # close() asked from another thread: the reason
+        self._stopped = threading.Event()  # set when a session ends, on whichever thread
+        self._requested: List[StepSchedule] = []  # windows a trigger request added
+        self._last_begun: Optional[int] = None
+        self._failure: Optional[Failure] = None  # how the last failed unit ended
+        self._on_final_manifest = on_final_manifest
+        if not self.plan.idle:
             self.backend_name, _ = backends.choose(config)
-        # Nothing to do per unit on this rank: no window, no trigger check.
-        self.idle = not (self.active or self.polling)
-        if self.idle:
-            self.begin = self.end = self.step_begin = self.step_end = _nothing
+        self.idle = self.plan.idle
+        if self.idle:  # the null object of STYLE: the calls become the cheapest thing that works
+            self.begin = self.end = self.step_begin = self.step_end = _nothing  # type: ignore
 
-    # -- start-up -----------------------------------------------------------------------------
+    # -- what the plan says ---------------------------------------------------------------------
+
+    rank = property(lambda self: self.plan.rank)
+    world_size = property(lambda self: self.plan.world_size)
+    unit = property(lambda self: self.plan.unit)
+    role = property(lambda self: self.plan.role)
+    session_per_unit = property(lambda self: self.plan.session_per_unit)
+    save_path = property(lambda self: self.plan.save_path)
+    active = property(lambda self: self.plan.active)
+    polling = property(lambda self: self.plan.polling)
+    selected_ranks = property(lambda self: list(self.plan.selected_ranks))
+    windows_opened = property(lambda self: self._windows_opened)
+
+    def describe(self) -> str:
+        """How messages name this recorder: its role, else its unit."""
+        return f"role {self.role!r}" if self.role else f"{self.unit.name} profiling"
+
+    @property
+    def recording(self) -> bool:
+        """True while this recorder's session runs."""
+        return self._state is State.RUNNING
+
+    # -- start-up -------------------------------------------------------------------------------
 
     def arm(self, *, first: int = 1, last: Optional[int] = None,
             exit_interval: Optional[int] = None) -> None:
@@ -97,73 +137,40 @@ class WindowRecorder:
 
         ``first`` is the first unit this process runs (a resumed run's next iteration), ``last``
         the last one when it is known (``--train-iters``, ``total_steps``), else None."""
-        self._last = last_iteration(first, last, exit_interval)
-        plans = []
+        self.plan = plan = self.plan.with_windows(first=first, last=last,
+                                                  exit_interval=exit_interval)
+        self._raw_last = last
         if self.config.profile:
-            plans = plan_windows(self.config, first_iteration=first, train_iters=last,
-                                 exit_interval=exit_interval)
-            announce_plan(self, plans)
-        if self.active:
-            check_save_path(self.save_path, self.rank, self.backend_name)
-            self._budget = budget.RankBudget(self.config, self.backend_name, self.selected_ranks)
-            # Without a known end, repeated windows are planned far ahead but only their first
-            # is sure to happen: estimate that one; the live check bounds the rest.
-            sure = plans if self._last is not None else plans[:1]
-            self._budget.check_start(sure, self.save_path, self._selected_on_this_node())
-        if not (self.active or self.polling):
+            announce_plan(plan)
+        if plan.active:
+            check_save_path(plan.save_path, plan.rank, self.backend_name)
+            self._budget = plan.check_budget(self.backend_name,
+                                             plan.selected_on_node(self.local_rank))
+        if plan.idle:
             return
-        self._queue = self._sessions(plans if self.active else [])
+        self._queue = plan.sessions() if plan.active else iter(())
         self.schedule = next(self._queue, None)
-        if self.active:
+        if plan.active:
             self._create_manifest(first, last)
-        if self.polling:
+        if plan.polling:
             self._watcher = trigger.TriggerWatcher(self.config.profile_trigger_file,
                                                    poll=self.config.profile_trigger_poll,
-                                                   rank=self.rank, world_size=self.world_size,
+                                                   rank=plan.rank, world_size=plan.world_size,
                                                    report=self.report)
             self._watcher.set_state("armed")
-        self._state = "armed" if (self.schedule or self.polling) else "done"
+        self._state = State.ARMED if (self.schedule or plan.polling) else State.DONE
         self._flush.install()
 
-    def _sessions(self, plans: Iterable[StepSchedule]) -> Iterator[StepSchedule]:
-        """The sessions to open, in order: the windows, or each window's units one by one."""
-        for plan in plans:
-            if not self.session_per_unit:
-                yield plan
-                continue
-            end = plan.end if plan.end is not None else OPEN_ENDED
-            for n in range(plan.start, end):
-                yield StepSchedule(skip_first=n, warmup=0, active=1)
-
-    def describe(self) -> str:
-        """How messages name this recorder: its role, else its unit."""
-        return f"role {self.role!r}" if self.role else f"{self.unit.name} profiling"
-
-    def _worker_name(self, schedule):
-        """The NPU capture's name prefix: rank (and role); with a session per unit, the unit
-        too (``rank0_req2``), so one rank's captures are told apart by name."""
-        prefix = self.unit.prefix if self.session_per_unit else None
-        return layout.session_worker_name(self.rank, self.role, prefix, schedule.start)
-
-    def _selected_on_this_node(self):
-        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", 0) or 0)
-        if not local_world or self.local_rank is None:
-            return 1
-        first = self.rank - self.local_rank
-        return max(1, sum(1 for r in self.selected_ranks if first <= r < first + local_world))
-
-    def _create_manifest(self, first=None, last=None):
+    def _create_manifest(self, first: Optional[int] = None, last: Optional[int] = None) -> None:
+        plan = self.plan
+        claim_for_recorder(manifest_path(plan.save_path, plan.rank))
         self.manifest = Manifest(
-            layout.manifest_path(self.save_path, self.rank), rank=self.rank,
-            world_size=self.world_size, local_rank=self.local_rank, backend=self.backend_name,
+            manifest_path(plan.save_path, plan.rank), rank=plan.rank,
+            world_size=plan.world_size, local_rank=self.local_rank, backend=self.backend_name,
             config=self.config, selected_ranks=self.selected_ranks, parallel=self.parallel,
             versions=versions())
-        data = self.manifest.data
-        data["unit"], data["role"] = self.unit.name, self.role
-        # Kept under the training names: check and older readers know them.
-        data["first_iteration"], data["train_iters"] = first, last
-        self.manifest.save()
-        notes = list(self.config.warnings(role_driver=self.role is not None))
+        self.manifest.describe_run(unit=plan.unit.name, role=plan.role, first=first, last=last)
+        notes = list(self.config.warnings(role_driver=plan.role is not None))
         ignored = backends.ignored_flags(self.backend_name, self.config)
         if ignored:
             notes.append(f"{', '.join(ignored)} only apply to the npu backend; the "
@@ -171,185 +178,260 @@ class WindowRecorder:
         for note in notes:
             self.report("warning", "config", note)
 
-    # -- per unit (hot path) ------------------------------------------------------------------
+    # -- per unit (hot path) --------------------------------------------------------------------
 
     def begin(self, n: int) -> None:
         """Unit ``n`` is about to run."""
+        self._last_begun = n
         if self._watcher is not None and n % self.config.profile_trigger_poll == 0:
-            self._guard("trigger", self._poll, n)
+            with reporting(self.report, "trigger", self.unit.owner):
+                self._poll(n)
         state = self._state
-        if state == "armed":
-            if self.schedule is None or n < self.schedule.first_touched:
+        if state is State.ARMED:
+            self._open_due(n)
+        elif state is State.RUNNING and self._on_session_thread("step"):
+            session = self._session
+            if self._stop_wanted is not None:
+                self._stop_here(None)
                 return
-            # Guarded like every backend call: building the profiler must not fail the work.
-            self._guard("start", self._open_window, n)
-        elif state == "running" and self._on_session_thread("step"):
-            # Units the host skipped (Megatron's --iterations-to-skip) never reached the hook;
-            # step the profiler past them so the schedule stays aligned with the numbers.
-            self._guard("step", self._catch_up, n)
+            ended = False
+            with session.failing_safely("step"):
+                ended = session.catch_up(n)
+            if ended:
+                self._finish_window()  # the window ended among units the host skipped
 
-    def end(self, n: int) -> None:
-        """Unit ``n`` finished."""
-        if self._state != "running" or not self._on_session_thread("step"):
+    def end(self, n: int, failure: Optional[Failure] = None) -> None:
+        """Unit ``n`` finished; ``failure`` (reason, detail): an exception ended it, so it is not
+        a recorded unit and its window is cut (what ran before it stays)."""
+        if failure is not None:
+            self._failure = failure
+        if self._state is not State.RUNNING or not self._on_session_thread("step"):
             return
-        self._guard("step", self._advance, n)
+        session = self._session
+        if failure is not None or self._stop_wanted is not None:
+            self._stop_here(failure)
+            return
+        last = False
+        with session.failing_safely("step"):
+            if self._planned is not None and n >= session.schedule.start:
+                self._planned.record(n)
+            last = session.unit_ended(n)
+        if self._state is not State.RUNNING:
+            return  # the step failed: profiling ended here
+        if last:
+            self._finish_window()
+        elif self._budget is not None and self._budget.limit_gb is not None:
+            self._stop_if_over_budget()
 
     # The names the training code has always used.
     step_begin = begin
     step_end = end
 
-    @property
-    def recording(self) -> bool:
-        """True while this recorder's session runs."""
-        return self._state == "running"
-
-    def range(self, name: str):
+    def range(self, name: str) -> ContextManager[Any]:
         """A labelled range inside the running session (``prefill``, ``stage:update``); a no-op
         context when nothing records on this thread."""
-        if self._state != "running" or self._session_thread != threading.get_ident():
-            return contextlib.nullcontext()
-        return self._backend.range(name)
+        session = self._session
+        if self._state is not State.RUNNING or session is None:
+            return _NO_RANGE
+        if self._stop_wanted is not None and session.on_own_thread:
+            self._stop_here(None)
+            return _NO_RANGE
+        return session.range(name)
 
-    def _on_session_thread(self, phase):
-        if self._session_thread == threading.get_ident():
+    def retract(self, n: int) -> None:
+        """Unit ``n`` was begun but did not run (the loop that began it ended instead): its
+        profiler step is left out of the trace (torch), or the manifest names it (``never_ran``)
+        for check to discount (NPU, parsed later by torch_npu)."""
+        if self._state is State.RUNNING:
+            self._session.retract(n)
+
+    def _on_session_thread(self, phase: str) -> bool:
+        if self._session.on_own_thread:
             return True
         self.report("error", phase, f"{self.describe()}: the profiler session was started on "
-                                    f"thread {self._session_thread} and cannot be stepped or "
+                                    f"thread {self._session.thread} and cannot be stepped or "
                                     f"stopped from thread {threading.get_ident()} (torch's "
                                     f"profilers record and stop on their own thread); call "
                                     f"begin/end on the thread that does the work")
         return False
 
-    # -- sessions -----------------------------------------------------------------------------
+    # -- opening and closing sessions -----------------------------------------------------------
 
-    def _open_window(self, n):
+    def _open_due(self, n: int) -> None:
+        """Open the session unit ``n`` belongs to, passing over sessions the host never reached
+        (a resumed role, a step number skipped): what does run is recorded."""
+        while self.schedule is not None and self.schedule.end is not None \
+                and n >= self.schedule.end:
+            self._pass_over(self.schedule)
+            self._next_window()
         schedule = self.schedule
-        if schedule.end is not None and n >= schedule.end:
-            self.report("error", "start", f"{self.unit.plural} {schedule.start}-{schedule.end - 1} "
-                                          f"were all skipped; nothing profiled")
+        if schedule is None or self._state is not State.ARMED or n < schedule.first_touched:
+            return
+        if not self._claim_process(schedule, n):
             self._next_window()
             return
-        if not self._claim_process():
-            self._next_window()
-            return
-        if not self._budget_allows(schedule):
-            self._release_process()
-            self._state = "done"
+        if self._budget is not None and not self._budget.allows(schedule, self._used()):
+            self.report("warning", "budget", self._budget.skip_reason(self.unit, schedule))
+            PROCESS.release(self)
+            self._state, self._queue = State.DONE, iter(())
             return
         if self.manifest is None:
-            self._create_manifest()
-        directory = self._window_dir(schedule)
-        self._window = self.manifest.add_window(schedule.start, schedule.end,
-                                                os.path.relpath(directory, self.save_path))
+            self._create_manifest()  # a trigger request chose a rank the plan did not
+        self._planned_for(schedule.start)
+        plan = self.plan
+        directory = plan.window_dir(schedule)
+        window = self.manifest.add_window(schedule.start, schedule.end,
+                                          os.path.relpath(directory, plan.save_path))
         self._windows_opened += 1
-        backend = backends.backend_class(self.backend_name)(
-            config=self.config, rank=self.rank, save_dir=directory, schedule=schedule,
-            metadata=self.parallel, report=self.report, worker=self._worker_name(schedule))
-        window = self._window
-        backend.on_saved = lambda: self._on_saved(backend, window)
-        self._backend = backend
-        self._state = "running"
-        self._step_due = False
-        self._session_thread = threading.get_ident()
+        session = Session(schedule=schedule, window=window, backend_name=self.backend_name,
+                          backend_args=dict(config=self.config, rank=plan.rank,
+                                            save_dir=directory, metadata=self.parallel,
+                                            worker=plan.worker_name(schedule)),
+                          report=self.report, owner=self.unit.owner,
+                          on_saved=self._on_saved, on_failure=self._gave_up)
+        self._session, self._state, self._stop_wanted = session, State.RUNNING, None
+        self._stopped.clear()
         self.manifest.set_status("running")
         if self._watcher is not None:
             self._watcher.set_state("running", window=[schedule.start, schedule.end])
-        self._guard("start", backend.start, n)
+        with session.failing_safely("start"):
+            session.start(n)
 
-    def _claim_process(self):
+    def _pass_over(self, schedule: StepSchedule) -> None:
+        """A session whose units all passed before the unit now beginning."""
+        planned = self._planned_for(schedule.start)
+        if planned is None:
+            self.report("error", "start", f"{self.unit.plural} {schedule.start}-"
+                                          f"{schedule.end - 1} were all skipped; nothing "
+                                          f"profiled")
+            return
+        if not planned.data["skipped"]:
+            self.report("warning", "start", f"{self.unit.name} {schedule.start} of the window "
+                                            f"{planned.start}-{_last(planned.end)} never began "
+                                            f"here (started later, or the number was skipped); "
+                                            f"the {self.unit.plural} that do run are recorded")
+        planned.skip([schedule.start])
+        self._unit_session_over(schedule)
+
+    def _planned_for(self, start: int) -> Optional[PlannedWindow]:
+        """With a session per unit, the planned window the session at ``start`` belongs to (its
+        record in the manifest is opened here), so that a window the run leaves half done is
+        `cut`, and a refused or skipped unit is a gap, not a set of valid sessions."""
+        if not self.session_per_unit or self.manifest is None:
+            return None
+        current = self._planned
+        if current is not None and current.start <= start and (
+                current.end is None or start < current.end):
+            return current
+        window = next((w for w in [*self.plan.windows, *self._requested]
+                       if w.start <= start and (w.end is None or start < w.end)), None)
+        if window is None:
+            return None
+        self._planned = self.manifest.add_planned(window.start, window.end)
+        return self._planned
+
+    def _unit_session_over(self, schedule: StepSchedule) -> None:
+        """A unit's session ended, was passed over or refused: the last one ends its window."""
+        planned = self._planned
+        if planned is not None and planned.status == "running" and planned.end is not None \
+                and schedule.end is not None and schedule.end >= planned.end:
+            planned.finish()
+            self.manifest.save()
+
+    def _claim_process(self, schedule: StepSchedule, n: int) -> bool:
         """Take the process's one running-session slot, or say who holds it."""
-        holder = session_slot.PROCESS.claim(self)
+        holder = PROCESS.claim(self)
         if holder is None:
             return True
+        planned = self._planned_for(schedule.start)
+        if planned is not None:
+            planned.refuse(n)
+            self._unit_session_over(schedule)
         self.report("error", "start", f"{self.describe()}'s session at {self.unit.name} "
-                                      f"{self.schedule.start} was not started: {holder.describe()}'s "
-                                      f"session is still running in this process, and one "
-                                      f"process runs one profiler at a time; give the two "
-                                      f"windows different steps or stages")
+                                      f"{schedule.start} was not started: "
+                                      f"{holder.describe()}'s session is still running in this "
+                                      f"process, and one process runs one profiler at a time; "
+                                      f"give the two windows different steps or stages")
         return False
 
-    def _release_process(self):
-        session_slot.PROCESS.release(self)
-
-    def _window_dir(self, schedule):
-        if not (self.session_per_unit or several_windows(self.config)):
-            return self.save_path
-        return layout.window_dir(self.save_path, schedule.start, schedule.end, self.unit.prefix)
-
-    def _catch_up(self, n):
-        while self._state == "running" and self._backend.step_num < n:
-            if self._step_due:  # the step end(n - 1) left for this begin
-                self._step_due = False
-                self._backend.step()
-            else:
-                self._advance(self._backend.step_num, executed=False)  # a unit the host skipped
-
-    def _advance(self, n, executed=True):
-        if executed and n >= self.schedule.start:
-            self._window["iterations_recorded"].append(n)
-        end = self.schedule.end
-        if end is not None and n + 1 >= end:
-            self._backend.step()  # the schedule's last step: the trace is saved here
-            self._finish_window()
-            return
-        self._step_due = True
-        if self._budget is not None and self._budget.limit_gb is not None and executed:
-            self._stop_if_over_budget()
-
-    def _finish_window(self):
-        # A signal whose flush ran inside this stop would stop the session a second time,
-        # mid-export: hold it (and torch's worker-death errors) until the window is closed here.
-        with final_flush():
-            self._guard("stop", self._backend.stop)
-            self._on_saved(self._backend, self._window)
-            self._release_process()
+    def _finish_window(self) -> None:
+        session = self._session
+        session.stop()
+        PROCESS.release(self)
+        self._stopped.set()
+        self._unit_session_over(session.schedule)
+        if self._state is State.RUNNING:
             self._next_window()
 
-    def _next_window(self):
+    def _next_window(self) -> None:
         self.schedule = next(self._queue, None)
-        self._state = "armed" if (self.schedule or self._watcher) else "done"
+        self._state = State.ARMED if (self.schedule or self._watcher) else State.DONE
 
-    def _on_saved(self, backend, window):
-        """Called when a window's data reaches disk (from the export thread for async exports)."""
+    def _gave_up(self, session: Session) -> None:
+        """A profiler call failed: profiling ends on this rank (the work goes on)."""
+        if session.backend is None:
+            self.manifest.fail_window(session.window)  # it could not even be built
+        PROCESS.release(self)
+        self._stopped.set()
+        self._state, self._queue = State.DONE, iter(())
+
+    def _stop_here(self, failure: Optional[Failure]) -> None:
+        """On the session's own thread: stop the running session now, its window cut (its unit
+        failed, or close() was asked from another thread). What ran before stays recorded."""
+        session = self._session
+        reason = failure[0] if failure is not None else self._stop_wanted or "stopped"
+        in_progress = session.in_progress()
+        session.window.mark_cut(reason, in_progress)
+        if self._planned is not None and self._planned.status == "running":
+            self._planned.mark_cut(reason, in_progress)
+        if self._stop_wanted is not None:
+            self._queue = iter(())
+            self._state = State.DONE  # the run is ending: no session after this one
+        self._finish_window()
+        if failure is not None:
+            what = failure[1] or failure[0]
+            self.report("warning", "stop", f"{self.unit.name} {in_progress} ended early ({what});"
+                                           f" its session was stopped and kept, marked cut")
+
+    def _on_saved(self, session: Session) -> None:
+        """A window's data reached disk (from the export thread for async exports)."""
         with self._lock:
             if self.manifest is None:
                 return
-            for path in self.manifest.window_saved(window, backend.outputs(), backend.status()):
+            window = session.window
+            for path in self.manifest.window_saved(window, session.outputs(), session.status()):
                 log.info(f"wrote {path}", rank=self.rank)
-            if self._watcher is not None and self._state != "running":
-                status = window["status"]
+            if self._watcher is not None and self._state is not State.RUNNING:
+                status = window.status
                 self._watcher.set_state(trigger.STATE_OF_STATUS.get(status, status),
-                                        window=[window["start"], window["end"]])
+                                        window=[window.start, window.end])
 
-    # -- budget -------------------------------------------------------------------------------
+    # -- budget ---------------------------------------------------------------------------------
 
-    def _used(self):
+    def _used(self) -> int:
         """Bytes this rank's finished windows wrote (the manifest lists them)."""
         return self.manifest.used_bytes() if self.manifest is not None else 0
 
-    def _budget_allows(self, schedule):
-        if self._budget is None or self._budget.allows(schedule, self._used()):
-            return True
-        self.report("warning", "budget", self._budget.skip_reason(self.unit, schedule))
-        return False
+    def _stop_if_over_budget(self) -> None:
+        from .budget import used_bytes
 
-    def _stop_if_over_budget(self):
-        if not self._budget.crossed(self._used() + budget.used_bytes(self._backend.outputs())):
+        session = self._session
+        if not self._budget.crossed(self._used() + used_bytes(session.outputs())):
             return
-        recorded = self._window["iterations_recorded"][-1]
+        recorded = session.window.recorded[-1]
         self.report("warning", "budget", self._budget.stop_reason(self.unit, recorded))
-        self._window["stopped_early"] = "--profile-max-gb"
+        session.window.mark_stopped_early("--profile-max-gb")
         self._queue = iter(())
         self._finish_window()
 
-    # -- on-demand trigger --------------------------------------------------------------------
+    # -- on-demand trigger ----------------------------------------------------------------------
 
-    def _poll(self, n):
+    def _poll(self, n: int) -> None:
         request = self._watcher.check(n)  # every rank, same unit: one broadcast
         if request is None:
             return
-        window = trigger.window_for(request, n, self._last)
-        if window is None or self._state == "running":
+        window = trigger.window_for(request, n, self.plan.last)
+        if window is None or self._state is State.RUNNING:
             if self.rank == 0:
                 self.report("warning", "trigger", f"request {request['id']} ignored at "
                                                   f"{self.unit.name} {n}: a window is still "
@@ -362,37 +444,13 @@ class WindowRecorder:
             log.info(f"trigger {request['id']}: profiling rank(s) {short_ranks(chosen)} at "
                      f"{self.unit.plural} {first}-{last}")
         if self.rank in chosen:
+            self._requested = [StepSchedule(skip_first=first, warmup=0,
+                                            active=last - first + 1)]
             self._queue = iter(sessions)
             self.schedule = next(self._queue)
-            self._state = "armed"
+            self._state = State.ARMED
 
-    # -- reporting ----------------------------------------------------------------------------
-
-    def _guard(self, phase, func, *args):
-        """Run a backend call; a profiler failure is reported and ends profiling on this rank."""
-        try:
-            return func(*args)
-        except Exception as exc:  # noqa: BLE001 - the work must survive any profiler failure
-            self.report("error", phase, f"{type(exc).__name__}: {exc}"
-                                     f"{failure_fix(phase, self.unit.owner)}")
-            if phase == "trigger":
-                return None
-            if self._backend is not None:
-                self._backend.failed = True
-            if self._state == "running":
-                self._state = "done"
-                try:
-                    self._backend.stop()
-                except Exception as stop_exc:  # noqa: BLE001
-                    self.report("error", "stop", f"{type(stop_exc).__name__}: {stop_exc}")
-                self._on_saved(self._backend, self._window)
-            elif self._window is not None and self._window["status"] == "running":
-                # The window's profiler could not even be built: the window failed, not running.
-                self._window["status"] = "failed"
-                self.manifest.set_status(overall_status(self.manifest.data["windows"]))
-            self._release_process()
-            self._state, self._queue = "done", iter(())
-            return None
+    # -- reporting ------------------------------------------------------------------------------
 
     def report(self, kind: str, phase: str, message: str) -> None:
         """Log on this rank and record in the manifest; never raises."""
@@ -400,7 +458,7 @@ class WindowRecorder:
         if self.manifest is not None:
             self.manifest.record(kind, phase, message)
 
-    # -- shutdown -----------------------------------------------------------------------------
+    # -- shutdown -------------------------------------------------------------------------------
 
     def close(self, reason: str = "finished", detail: Optional[str] = None,
               wait_timeout: Optional[float] = None, wait: bool = True) -> None:
@@ -411,94 +469,103 @@ class WindowRecorder:
         if self.closed:
             return
         self.closed = True
+        if reason == "process exit" and self._failure is not None:
+            # The exit flush does not know how the process ended; the unit that failed does.
+            reason, detail = self._failure
         pending = False
         # Whatever ends the process (a job-wide signal killing the DataLoader workers, a second
         # signal, a closed console) must not abort the stop, the export or the manifest.
         with final_flush() as events:
             try:
-                if self._state == "running":
-                    self._close_running_window(reason)
+                if self._state is State.RUNNING:
+                    self._close_running_window(reason, wait_timeout)
+                self._close_planned(reason)
                 if wait and not self.wait(wait_timeout):
                     self.report("error", "stop", f"the trace was still being written when the "
                                                  f"process ended (waited at most {wait_timeout} "
                                                  f"s); it is incomplete")
                 pending = not wait and not self.wait(0)
                 if self.manifest is not None:
-                    self._finish_manifest(reason, detail, events)
+                    self._finish_manifest(reason, detail, events.as_dict())
                 if self._watcher is not None:
                     self._watcher.set_state("idle", reason=reason)
             finally:
                 self._flush.uninstall(pending=pending)
-                self._release_process()
+                PROCESS.release(self)
+                self._state = State.DONE
+                if self.manifest is not None:
+                    release_for_recorder(manifest_path(self.save_path, self.rank))
 
-    def _close_running_window(self, reason):
-        recorded = self._window["iterations_recorded"]
+    def _close_running_window(self, reason: str, wait_timeout: Optional[float]) -> None:
+        session = self._session
         self._queue = iter(())
-        if not (reason == "finished" and self.schedule.end is None):
-            # Cut short: the window keeps what it recorded, and says so (check's `cut`). An
-            # open-ended window that ends with its loop is whole.
-            self._window["cut"] = {"reason": reason, "in_progress": self._in_progress()}
-        if self._session_thread != threading.get_ident():
-            # Stopping it here could crash the process; what it recorded is lost, and said so.
-            self._state = "done"
-            self._backend.abandon()
+        if not session.on_own_thread:
+            # Stopping it here could crash the process: ask its own thread to stop it at its
+            # next unit boundary or range, and wait for that (bounded).
+            self._stop_wanted = reason
+            grace = STOP_GRACE_S if wait_timeout is None else min(wait_timeout, STOP_GRACE_S)
+            if self._stopped.wait(grace):
+                return
+            self._state = State.DONE
+            session.abandon()
+            recorded = list(session.window.recorded)
             self.report("error", "stop", f"{self.unit.owner} ended ({reason}) while "
                                          f"{self.describe()}'s session was running on thread "
-                                         f"{self._session_thread}; it cannot be stopped from "
-                                         f"thread {threading.get_ident()}, so {self.unit.plural} "
+                                         f"{session.thread}; it cannot be stopped from thread "
+                                         f"{threading.get_ident()} and its own thread did not "
+                                         f"stop it within {grace:g} s, so {self.unit.plural} "
                                          f"{recorded or 'in progress'} were not written")
             return
+        if not (reason == "finished" and session.schedule.end is None):
+            # Cut short: the window keeps what it recorded, and says so (check's `cut`). An
+            # open-ended window that ends with its loop is whole.
+            session.window.mark_cut(reason, session.in_progress())
         self._finish_window()
-        if recorded:
-            self.report("warning", "stop", f"{self.unit.owner} ended ({reason}) inside the "
-                                           f"window; {self.unit.plural} {recorded} were recorded")
-        else:
-            self.report("warning", "stop", f"{self.unit.owner} ended ({reason}) before "
-                                           f"{self.unit.name} {self._window['start']} completed; "
-                                           f"nothing was profiled")
+        if self._planned is None:
+            window = session.window
+            self.report("warning", "stop", session_cut_words(
+                self.unit, reason, window.recorded, window.start, bool(session.outputs())))
 
-    def retract(self, n: int) -> None:
-        """Unit ``n`` was begun but did not run (the loop that began it ended instead): its
-        profiler step is left out of the trace (torch), or the manifest names it (``never_ran``)
-        for check to discount (NPU, parsed later by torch_npu)."""
-        if self._state != "running" or self._step_due or \
-                self._session_thread != threading.get_ident():
+    def _close_planned(self, reason: str) -> None:
+        """A planned window of per-unit sessions still open when the run ends is cut, and the
+        log says what is on disk (the manifest's record, not the plan's arithmetic)."""
+        planned = self._planned
+        if planned is None or planned.status == "complete":
             return
-        try:
-            if self._backend.step_num != n:
+        if planned.status == "running":
+            if planned.end is None and reason == "finished":
+                planned.finish()  # open-ended: whole when its loop ends
+                self.manifest.save()
                 return
-        except Exception:  # noqa: BLE001 - a profiler that never started has no step
-            return
-        self._window["never_ran"] = n
-        self._backend.never_ran = n
-
-    def _in_progress(self):
-        """The unit that had begun but not ended when the window was cut, if any."""
-        if self._step_due or self._backend is None:
-            return None
-        try:
-            n = self._backend.step_num
-        except Exception:  # noqa: BLE001 - a profiler that never started has no step
-            return None
-        if n == self._window.get("never_ran") or n < self.schedule.start \
-                or n in self._window["iterations_recorded"]:
-            return None
-        return n
+            session = self._session
+            cut = session.window.data.get("cut", {}) if session is not None else {}
+            planned.mark_cut(reason, cut.get("in_progress"))
+            self.manifest.save()
+        self.report("warning", "stop", window_cut_words(
+            self.unit, planned.data["cut"]["reason"], self._last_begun,
+            (planned.start, planned.end), planned.recorded))
 
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Wait for the last window's background export/parse; True when nothing is pending."""
-        return self._backend is None or self._backend.wait(timeout)
+        return self._session is None or self._session.wait(timeout)
 
-    def _finish_manifest(self, reason, detail, events=None):
-        self.manifest.data["exit"] = {"reason": reason, "detail": detail}
-        happened = events.as_dict() if events is not None else {}
-        if happened:
-            self.manifest.data["exit_events"] = happened
+    def cut_window(self) -> Optional[PlannedWindow]:
+        """The planned window of per-unit sessions that the run left cut, if any."""
+        planned = self._planned
+        return planned if planned is not None and planned.status == "cut" else None
+
+    def _finish_manifest(self, reason: str, detail: Optional[str], events: dict) -> None:
+        manifest = self.manifest
+        manifest.set_exit(reason, detail, events)
+        if self._on_final_manifest is not None:
+            self._on_final_manifest(manifest)
         if not self._windows_opened and not self.polling:
-            self.manifest.data["status"] = "incomplete"
-            start = self.schedule.start if self.schedule else self.config.profile_step_start
+            manifest.mark_nothing_profiled()
+            planned = self.plan.windows
+            start = self.schedule.start if self.schedule else (
+                planned[0].start if planned else self.config.profile_step_start)
             self.report("warning", "stop", f"{self.unit.owner} ended ({reason}) before "
                                            f"{self.unit.name} {start}; nothing was profiled")
-        elif self._backend is not None:
-            self._on_saved(self._backend, self._window)
-        self.manifest.save()
+        elif self._session is not None:
+            self._on_saved(self._session)
+        manifest.save()

@@ -8,12 +8,12 @@ that computes nothing: a profiler belongs to the process that computes.
 
 from typing import Optional
 
-from .drivers.roles import RoleProfiler
+from .drivers.roles import RLStepDriver
 
 
 def role_profiler(role: str, config=None, *, rank: Optional[int] = None,
                   world_size: Optional[int] = None, total_steps: Optional[int] = None
-                  ) -> RoleProfiler:
+                  ) -> RLStepDriver:
     """The profiler of ``role`` in this process.
 
     ``config``: a role YAML path, a dict of the same shape, a ProfilerConfig, or None (the role
@@ -23,5 +23,5 @@ def role_profiler(role: str, config=None, *, rank: Optional[int] = None,
     the file, role or key and the fix."""
     from .arguments.roles import role_config
 
-    return RoleProfiler(role, role_config(role, config), rank=rank, world_size=world_size,
+    return RLStepDriver(role, role_config(role, config), rank=rank, world_size=world_size,
                         total_steps=total_steps)

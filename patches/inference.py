@@ -15,15 +15,16 @@ so a training process pays nothing. A process that never builds an engine nor se
 """
 
 import atexit
-import contextlib
 import functools
 import os
 import sys
 import threading
 
 from mindspeed_prof import log, ranks
+from mindspeed_prof.drivers.base import NULL_DRIVER
 from mindspeed_prof.drivers.inference import RequestDriver
 from mindspeed_prof.errors import ConfigError
+from mindspeed_prof.exits import process_end_reason
 from mindspeed_prof.patches import import_hooks
 from mindspeed_prof.patches.state import registry, state, usage_exit
 from mindspeed_prof.patches.topology import distributed_args, rank_and_world, rank_layout
@@ -38,34 +39,18 @@ LLM_GENERATE = "mindspeed_llm.tasks.inference.module.MegatronModuleForCausalLM.g
 _lock = threading.Lock()
 
 
-class _Off:
-    """The driver of a process that does not profile: every request passes straight through."""
-
-    closed = True
-    _nothing = contextlib.nullcontext()  # reusable: one object for every call
-
-    def request(self):
-        return self._nothing
-
-    def forward(self):
-        return self._nothing
-
-
-_OFF = _Off()
-
-
 def _driver():
     """This process's request driver, created (and armed) by the first engine or request."""
     driver = state.inference
-    if driver is not None:
+    if driver is not NULL_DRIVER:
         return driver
     config = state.config
-    if config is None or not config.profile or state.manager is not None:
+    if config is None or not config.profile or state.training:
         # Inside a training loop (Megatron's RL rollouts build an engine in train()) the window
         # flags count iterations, and the training driver owns them: no request is counted.
-        return _OFF
+        return NULL_DRIVER
     with _lock:
-        if state.inference is None:
+        if state.inference is NULL_DRIVER:
             state.inference = _start_driver(config)
     return state.inference
 
@@ -108,7 +93,8 @@ def _refuse(message, rank):
 
 
 def _close_at_exit(driver):
-    driver.close("finished", f"the process ended after {driver.requests} requests")
+    reason, detail = process_end_reason()
+    driver.close(reason, detail or f"the process ended after {driver.requests} requests")
 
 
 def mindspeed_prof_engine_init_wrapper(init):
@@ -132,10 +118,7 @@ def mindspeed_prof_generate_wrapper(generate):
 def mindspeed_prof_forward_wrapper(run_one_forward_step):
     @functools.wraps(run_one_forward_step)
     def forward_in_labelled_range(*args, **kwargs):
-        driver = state.inference
-        if driver is None:
-            return run_one_forward_step(*args, **kwargs)
-        with driver.forward():
+        with state.inference.forward():  # the null driver's no-op where nothing records
             return run_one_forward_step(*args, **kwargs)
 
     return forward_in_labelled_range

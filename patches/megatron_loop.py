@@ -13,7 +13,8 @@ import sys
 from mindspeed_prof import ranks
 from mindspeed_prof.errors import ConfigError
 from mindspeed_prof.exits import exit_reason
-from mindspeed_prof.drivers.training import ProfilerManager
+from mindspeed_prof.drivers.base import NULL_DRIVER
+from mindspeed_prof.drivers.training import TrainingDriver
 from mindspeed_prof.patches import sigterm
 from mindspeed_prof.patches.state import registry, state, usage_exit
 from mindspeed_prof.patches.topology import distributed_args, rank_and_world, rank_layout
@@ -29,31 +30,21 @@ def _get_args():
     return get_args()
 
 
-def mindspeed_prof_train_step_wrapper(train_step):
-    get_args = None  # looked up once: this runs every step
+def _logged_iteration(args, kwargs):
+    """The number the training log prints for this step: 0.16+ passes the loop counter as
+    ``iteration=``, earlier versions set ``args.curr_iteration``."""
+    iteration = kwargs.get("iteration")
+    if iteration is None:
+        iteration = _get_args().curr_iteration
+    return iteration + 1
 
+
+def mindspeed_prof_train_step_wrapper(train_step):
     @functools.wraps(train_step)
     def train_step_with_profiler(*args, **kwargs):
-        nonlocal get_args
-        manager = state.manager
-        if manager is None or manager.idle:
-            return train_step(*args, **kwargs)
-        # 0.16+ passes the loop counter as `iteration=`; earlier versions set args.curr_iteration.
-        iteration = kwargs.get("iteration")
-        if iteration is None:
-            if get_args is None:
-                from megatron.training.global_vars import get_args
-            iteration = get_args().curr_iteration
-        logged = iteration + 1  # the number the training log prints for this step
-        manager.step_begin(logged)
-        label = state.update_range
-        if label is None:
-            result = train_step(*args, **kwargs)
-        else:  # megatron.rl's loop: the policy update is one stage of the iteration
-            with manager.range(label):
-                result = train_step(*args, **kwargs)
-        manager.step_end(logged)
-        return result
+        # NULL_DRIVER unless a profiled train() runs here: then just train_step. The label is
+        # megatron.rl's (the policy update is one stage of its iteration), else None.
+        return state.manager.run(_logged_iteration, state.update_range, train_step, args, kwargs)
 
     return train_step_with_profiler
 
@@ -62,11 +53,13 @@ def mindspeed_prof_train_wrapper(train):
     @functools.wraps(train)
     def train_with_profiler(*args, **kwargs):
         config = state.config
-        if config is None or not config.profile or state.manager is not None:
+        if config is None or not config.profile or state.training:
             return train(*args, **kwargs)
         state.train_hooked = True
         manager = _start_manager(config, _get_args())
-        state.manager = state.finished_manager = manager
+        state.training, state.finished_manager = True, manager
+        # Ranks that record nothing keep the null driver: train_step passes straight through.
+        state.manager = NULL_DRIVER if manager.idle else manager
         reason, detail = "finished", None
         try:
             return train(*args, **kwargs)
@@ -74,7 +67,7 @@ def mindspeed_prof_train_wrapper(train):
             reason, detail = exit_reason(type(exc), exc)
             raise
         finally:
-            state.manager = None
+            state.manager, state.training = NULL_DRIVER, False
             # After a normal return Megatron runs collectives (final checkpoint, validation and
             # test): a profiled rank still waiting here for its background export would make
             # every other rank wait in them, and time out. The export thread is not a daemon:
@@ -91,7 +84,7 @@ def _start_manager(config, args):
     rank, world = rank_and_world(args)
     try:
         layout = rank_layout(world) if ranks.needs_topology(config.profile_ranks) else None
-        manager = ProfilerManager(config, rank=rank, world_size=world,
+        manager = TrainingDriver(config, rank=rank, world_size=world,
                                   local_rank=getattr(args, "local_rank", None), layout_of=layout,
                                   parallel=distributed_args(args, rank, world))
         # --train-samples runs: Megatron derived train_iters; messages name the flag given.

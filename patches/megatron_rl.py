@@ -31,10 +31,9 @@ def _curr_iteration():
 def mindspeed_prof_rl_iteration_wrapper(get_data_iterator):
     @functools.wraps(get_data_iterator)
     def rl_iteration_with_profiler(*args, **kwargs):
-        manager = state.manager
-        if manager is not None and not manager.idle:
+        if state.training:  # once per iteration, not per step of the work
             state.update_range = UPDATE_RANGE  # the train_step hook labels the update from now on
-            manager.step_begin(_curr_iteration() + 1)  # the logged number, as train_step's hook
+            state.manager.begin(_curr_iteration() + 1)  # the logged number, as train_step's hook
         return get_data_iterator(*args, **kwargs)
 
     return rl_iteration_with_profiler
@@ -46,10 +45,7 @@ def _stage_wrapper(stage):
     def wrapper(func):
         @functools.wraps(func)
         def with_stage_range(*args, **kwargs):
-            manager = state.manager
-            if manager is None:
-                return func(*args, **kwargs)
-            with manager.range(label):
+            with state.manager.range(label):  # the null driver's range where nothing records
                 return func(*args, **kwargs)
 
         return with_stage_range

@@ -4,6 +4,7 @@ pickled into checkpoints, and a live profiler there breaks checkpoint saving (Mi
 import sys
 
 from mindspeed_prof import log
+from mindspeed_prof.drivers.base import NULL_DRIVER
 from mindspeed_prof.patches.registry import PatchRegistry
 
 registry = PatchRegistry()
@@ -17,10 +18,12 @@ class _State:
         self.activated_by = None   # "launcher", "auto", "autoload", "mindspeed"
         self.argv = None           # the command line as typed (before any rewriting)
         self.config = None         # ProfilerConfig, once Megatron's args are validated
-        self.manager = None        # the live ProfilerManager while train() runs
+        # The drivers the hooks call: the null driver until one records here (never None).
+        self.manager = NULL_DRIVER  # the training driver while a profiled train() runs
+        self.inference = NULL_DRIVER  # the request driver, once an engine or a request armed it
+        self.training = False      # a patched train() is running (its generate()s are no requests)
         self.update_range = None   # "stage:update" once megatron.rl's RL loop runs (megatron_rl)
-        self.finished_manager = None  # the last train()'s manager: its export may still run
-        self.inference = None      # the request driver, once an engine or a request armed it
+        self.finished_manager = None  # the last train()'s driver: its export may still run
         self.train_hooked = False  # a patched train() ran: the chain is connected
         self.usage_error = False   # we stopped the job on bad flags (already said so)
 

@@ -5,18 +5,18 @@ config, the ranks and iterations that will be profiled, the backend, and the pro
 profiled rank will make, without training. ``--profile`` is implied.
 """
 
+import dataclasses
 import json
 import os
 
-from mindspeed_prof import backends, budget, ranks
+from mindspeed_prof import backends, ranks
 from mindspeed_prof.arguments import add_recorded_profile_flags, parse_profile_flags
 from mindspeed_prof.backends import describe
 from mindspeed_prof.errors import BackendUnavailable, ConfigError
-from mindspeed_prof.layout import session_worker_name, window_dir
-from mindspeed_prof.manager import check_save_path
+from mindspeed_prof.plan import make_plan
+from mindspeed_prof.startup import check_save_path
 from mindspeed_prof.units import ITERATION, REQUEST, UNITS, describe_window
-from mindspeed_prof.window import (StepSchedule, last_iteration, passed_windows, plan_windows,
-                                   several_windows)
+from mindspeed_prof.window import StepSchedule, passed_windows
 
 HELP = "Print the resolved profiling config and the exact profiler call, without training."
 # Windows printed on the terminal (all of them go into --json, up to this many).
@@ -51,19 +51,15 @@ def resolve(args):
     if unit is REQUEST and (args.train_iters is not None or args.exit_interval is not None):
         raise ConfigError("--train-iters and --exit-interval do not apply with --unit request: a "
                           "server has no known last request; drop them.")
+    if unit is REQUEST and args.first_iteration != 1:
+        raise ConfigError("--first-iteration does not apply with --unit request: every process "
+                          "numbers its requests from 1; drop it.")
     config = parse_profile_flags(args.profile_argv or [], implied_profile=True)
-    # The same checks, in the same order and words, as the training start-up.
-    plans = plan_windows(config, first_iteration=args.first_iteration,
-                         train_iters=args.train_iters, exit_interval=args.exit_interval)
-    repeats_to_the_end = bool(plans) and bool(config.profile_every) and last_iteration(
-        args.first_iteration, args.train_iters, args.exit_interval) is None
-    try:
-        selected = ranks.resolve(config.profile_ranks, args.world_size)
-        selection_note = None
-    except ConfigError as exc:
-        if not ranks.needs_topology(config.profile_ranks):
-            raise
-        selected, selection_note = None, str(exc)
+    plan, selection_note = _plan(config, unit, args.world_size)
+    # The same checks, in the same order and words, as the training start-up (recorder.arm).
+    plan = plan.with_windows(first=args.first_iteration, last=args.train_iters,
+                             exit_interval=args.exit_interval)
+    repeats_to_the_end = bool(plan.windows) and bool(config.profile_every) and plan.last is None
     try:
         backend, backend_note = backends.choose(config)
     except BackendUnavailable as exc:
@@ -72,26 +68,18 @@ def resolve(args):
         notes_first = [f"not runnable on this machine: {exc}"]
     else:
         notes_first = []
-    example_rank = selected[0] if selected else 0
-    # As start-up checks a profiled rank (the example rank profiles; resolve() refused an empty
-    # selection above).
-    _check_save_path_leaving_no_trace(config.profile_save_path, example_rank, backend)
-    if not repeats_to_the_end:  # repeated windows without an end cannot be sized
-        rank_budget = budget.RankBudget(config, backend, selected or [example_rank])
-        rank_budget.check_start(plans, config.profile_save_path, 1)
+    # As start-up checks a profiled rank (the example rank profiles; an empty selection was
+    # refused above).
+    _check_save_path_leaving_no_trace(config.profile_save_path, plan.rank, backend)
+    plan.check_budget(backend, 1)
     save_path = os.path.abspath(config.profile_save_path)
-    schedule = plans[0] if plans else _trigger_example()
-    folder = (window_dir(save_path, schedule.start, schedule.end) if several_windows(config)
-              else save_path)
-    worker = None
-    if unit is REQUEST:  # a session per request, in its own folder (requests hop threads)
-        schedule = StepSchedule(skip_first=schedule.start, warmup=0, active=1)
-        folder = window_dir(save_path, schedule.start, schedule.end, unit.prefix)
-        worker = session_worker_name(example_rank, None, unit.prefix, schedule.start)
+    session = plan.first_session() or _trigger_example(plan)
+    folder = os.path.abspath(plan.window_dir(session))
+    worker = plan.worker_name(session) if plan.session_per_unit else None
     call, call_notes = (describe.npu_call if backend == "npu" else describe.torch_call)(
-        config, schedule, folder, example_rank, worker)
+        config, session, folder, plan.rank, worker)
     notes = notes_first + (_request_notes() if unit is REQUEST
-                           else _plan_notes(config, plans, args.first_iteration))
+                           else _plan_notes(config, plan.windows, args.first_iteration))
     notes += list(config.warnings()) + call_notes
     ignored = backends.ignored_flags(backend, config)
     if ignored:
@@ -100,7 +88,7 @@ def resolve(args):
         notes.append(f"backend auto chose {backend}: {backend_note}")
     if selection_note:
         notes.append(f"rank selectors resolve inside the job: {selection_note}")
-    windows = [_window(plan, unit) for plan in plans]
+    windows = [_window(window, unit) for window in plan.windows]
     trigger = None
     if config.profile_trigger_file:
         trigger = {"file": config.profile_trigger_file, "poll": config.profile_trigger_poll,
@@ -111,7 +99,7 @@ def resolve(args):
         "unit": unit.name,
         "config": config.as_dict(),
         "ranks": {"spec": ranks.format_selection(config.profile_ranks), "world_size": args.world_size,
-                  "selected": selected},
+                  "selected": None if selection_note else list(plan.selected_ranks)},
         "window": windows[0] if windows else None,
         "windows": windows[:JSON_WINDOWS],
         "window_count": None if repeats_to_the_end else len(windows),
@@ -123,6 +111,21 @@ def resolve(args):
     }
 
 
+def _plan(config, unit, world_size):
+    """The plan of the first selected rank (the one the call is shown for), as start-up builds
+    it; with rank selectors that need the job's layout, rank 0's, and why."""
+    per_unit = unit is REQUEST  # a session per request, in its own folder (requests hop threads)
+    try:
+        plan = make_plan(config, unit=unit, world_size=world_size, session_per_unit=per_unit)
+    except ConfigError as exc:
+        if not ranks.needs_topology(config.profile_ranks):
+            raise
+        plan = make_plan(config.replace(profile_ranks=(0,)), unit=unit, world_size=world_size,
+                         session_per_unit=per_unit)
+        return dataclasses.replace(plan, config=config), str(exc)
+    return dataclasses.replace(plan, rank=plan.selected_ranks[0]), None
+
+
 def _window(schedule, unit=ITERATION):
     return {"start": schedule.start, "end": schedule.end,
             "describe": describe_window(schedule, unit, per_unit_sessions=unit is REQUEST),
@@ -131,8 +134,10 @@ def _window(schedule, unit=ITERATION):
                          "wait": schedule.wait}}
 
 
-def _trigger_example():
-    """The schedule a one-step trigger request seen at iteration 1 gets (for the call shown)."""
+def _trigger_example(plan):
+    """The session a one-step trigger request seen at unit 1 gets (for the call shown)."""
+    if plan.session_per_unit:
+        return StepSchedule(skip_first=2, warmup=0, active=1)
     return StepSchedule(skip_first=1, warmup=1, active=1)
 
 

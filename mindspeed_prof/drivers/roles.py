@@ -23,25 +23,25 @@ one by one, each wrapped in ``step(g)``): stages keep recording their first occu
 step; without ``profile_stages`` only the step's first block is recorded.
 """
 
-import contextlib
 import operator
 import threading
-from typing import Dict, Optional
+from typing import Any, ContextManager, Dict, Optional
 
 from .. import layout
 from ..config import ProfilerConfig
 from ..environment import rank_from_env
 from ..errors import ConfigError
 from ..exits import exit_reason
-from ..recorder import WindowRecorder
+from ..recorder import Failure, WindowRecorder
 from ..units import RL_STEP
+from .base import NULL_DRIVER
 
 STAGE_RANGE = "stage:{name}"
-_NOTHING = contextlib.nullcontext()  # reusable: what every call returns where nothing records
+_NOTHING = NULL_DRIVER.range("")  # reusable: what every call returns where nothing records
 
 
-class RoleProfiler:
-    """One role's profiler in one process; see the module docstring. Not thread-safe by design:
+class RLStepDriver:
+    """One role's RL steps in one process; see the module docstring. Not thread-safe by design:
     a session records only the thread that started it, so step() and stage() belong to the
     thread that computes."""
 
@@ -55,15 +55,16 @@ class RoleProfiler:
         self.world_size = max(env_world if world_size is None else world_size, self.rank + 1)
         self.total_steps = total_steps
         self.stages = tuple(config.profile_stages)
-        self.save_path = layout.role_dir(config.profile_save_path, role)
-        self._current = None  # the RL step running now
-        self._last = None     # the last RL step begun
-        self._thread = None   # the thread that runs the current step
-        self._done = set()    # stages already recorded in the current step
-        self._repeated = set()  # steps entered more than once (warned about once)
+        self.closed = False
+        self._current: Optional[int] = None  # the RL step running now
+        self._last: Optional[int] = None     # the last RL step begun
+        self._thread: Optional[int] = None   # the thread that runs the current step
+        self._done: set = set()       # stages already recorded in the current step
+        self._repeated: set = set()   # steps entered more than once (warned about once)
         self.recorders: Dict[Optional[str], WindowRecorder] = {}
         try:
             for stage in self.stages or (None,):
+                # The role names a folder: the recorder's plan refuses one that cannot.
                 recorder = WindowRecorder(
                     config, rank=self.rank, world_size=self.world_size,
                     local_rank=env_local if local_rank is None else local_rank, unit=RL_STEP,
@@ -72,24 +73,29 @@ class RoleProfiler:
                 self.recorders[stage] = recorder
                 recorder.arm(first=1, last=total_steps)
                 if recorder.manifest is not None and stage is not None:
-                    recorder.manifest.data["stage"] = stage
-                    recorder.manifest.save()
+                    recorder.manifest.describe_run(unit=RL_STEP.name, role=role, first=1,
+                                                   last=total_steps, stage=stage)
         except ConfigError as exc:
             self.close("config error", str(exc))
-            raise ConfigError(f"role {role!r}: {exc}") from None
+            raise ConfigError(str(exc) if str(exc).startswith(f"role {role!r}")
+                              else f"role {role!r}: {exc}") from None
         except BaseException:
             self.close("config error")
             raise
+        self.save_path = layout.role_dir(config.profile_save_path, role)
         self.idle = all(recorder.idle for recorder in self.recorders.values())
         if self.idle:
-            # Nothing ever records here: the calls become the cheapest thing that works.
-            self.step = _step_idle
-            self.stage = _stage_idle
+            # Nothing ever records here: the calls become the null driver's.
+            self.step, self.stage = NULL_DRIVER.step, NULL_DRIVER.stage  # type: ignore
 
-    # -- the worker's calls -------------------------------------------------------------------
+    # -- the worker's calls ---------------------------------------------------------------------
 
-    def step(self, step: int):
+    def step(self, step: int) -> ContextManager[Any]:
         """Context manager around RL step ``step`` (the controller's number, increasing)."""
+        if self.closed:
+            raise RuntimeError(f"role {self.role!r}: step({step}) after close(); this profiler "
+                               f"has written its final manifest: create a new role_profiler "
+                               f"for another run.")
         if self._current is not None and threading.get_ident() != self._thread:
             raise RuntimeError(
                 f"role {self.role!r}: step({step}) on thread {threading.current_thread().name!r} "
@@ -112,7 +118,7 @@ class RoleProfiler:
                              f"steps must not go back (pass the controller's step number).")
         return _Step(self, step)
 
-    def stage(self, name: str):
+    def stage(self, name: str) -> ContextManager[Any]:
         """Context manager around one stage (``generate``, ``old_logprob``, ``update``…)."""
         if self._current is not None and threading.get_ident() != self._thread:
             raise RuntimeError(
@@ -138,51 +144,88 @@ class RoleProfiler:
         self._done.add(key)
         return _StageSession(recorder, self._current, STAGE_RANGE.format(name=key))
 
+    # -- the Driver shape -----------------------------------------------------------------------
+
+    def begin(self, n: int) -> None:
+        self._enter(n)
+
+    def end(self, n: int, failure: Optional[Failure] = None) -> None:
+        self._leave(n, failure)
+
+    def range(self, name: str) -> ContextManager[Any]:
+        return self.stage(name)
+
     def close(self, reason: str = "finished", detail: Optional[str] = None) -> None:
         """Stop any running session, wait for its files, write the final manifests. Idempotent;
-        also done at exit on every exit path (the recorders install that)."""
+        also done at exit on every exit path (the recorders install that). Stages selected with
+        profile_stages that never ran are named."""
+        if not self.closed and self.stages:
+            unused = [stage for stage, recorder in self.recorders.items()
+                      if recorder.manifest is not None and not recorder.windows_opened
+                      and recorder.plan.windows and self._last is not None
+                      and self._last >= recorder.plan.windows[0].start]
+            for stage in unused:
+                self.recorders[stage].report(
+                    "warning", "stage", f"profile_stages names {stage!r}, but no stage of that "
+                                        f"name ran inside a profiled RL step; the stages your "
+                                        f"worker passes to prof.stage() are the names to use")
+        self.closed = True
         for recorder in self.recorders.values():
             recorder.close(reason, detail)
 
-    def __enter__(self):
+    def __enter__(self) -> "RLStepDriver":
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         self.close(*exit_reason(exc_type, exc))
         return False
+
+    # -- inside -----------------------------------------------------------------------------
+
+    def _enter(self, number: int) -> Optional[WindowRecorder]:
+        again = self._last == number
+        self._current = self._last = number
+        self._thread = threading.get_ident()
+        if not again:
+            self._done.clear()
+        if self.stages:
+            return None
+        recorder = self.recorders[None]
+        if not again:
+            recorder.begin(number)
+            return recorder
+        if number not in self._repeated:
+            self._repeated.add(number)
+            recorder.report("warning", "step", f"RL step {number} was entered again; only its "
+                                               f"first block is recorded (select stages with "
+                                               f"profile_stages to record each stage)")
+        return None
+
+    def _leave(self, number: int, failure: Optional[Failure],
+               recorder: Optional[WindowRecorder] = None) -> None:
+        try:
+            if recorder is not None:
+                recorder.end(number, failure)
+        finally:
+            self._current = self._thread = None
+
+
+RoleProfiler = RLStepDriver  # the name role_profiler() has always returned
 
 
 class _Step:
     __slots__ = ("owner", "number", "recorder")
 
-    def __init__(self, owner, number):
+    def __init__(self, owner: RLStepDriver, number: int) -> None:
         self.owner, self.number, self.recorder = owner, number, None
 
-    def __enter__(self):
-        owner, number = self.owner, self.number
-        again = owner._last == number
-        owner._current = owner._last = number
-        owner._thread = threading.get_ident()
-        if not again:
-            owner._done.clear()
-        if not owner.stages:
-            recorder = owner.recorders[None]
-            if not again:
-                self.recorder = recorder
-                recorder.begin(number)
-            elif number not in owner._repeated:
-                owner._repeated.add(number)
-                recorder.report("warning", "step", f"RL step {number} was entered again; only "
-                                                   f"its first block is recorded (select stages "
-                                                   f"with profile_stages to record each stage)")
+    def __enter__(self) -> "_Step":
+        self.recorder = self.owner._enter(self.number)
         return self
 
-    def __exit__(self, exc_type, exc, tb):
-        try:
-            if self.recorder is not None:
-                self.recorder.end(self.number)
-        finally:
-            self.owner._current = self.owner._thread = None
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        failure = exit_reason(exc_type, exc) if exc_type is not None else None
+        self.owner._leave(self.number, failure, self.recorder)
         return False
 
 
@@ -191,26 +234,19 @@ class _StageSession:
 
     __slots__ = ("recorder", "number", "label", "range")
 
-    def __init__(self, recorder, number, label):
+    def __init__(self, recorder: WindowRecorder, number: int, label: str) -> None:
         self.recorder, self.number, self.label, self.range = recorder, number, label, None
 
-    def __enter__(self):
+    def __enter__(self) -> "_StageSession":
         self.recorder.begin(self.number)
         self.range = self.recorder.range(self.label)
         self.range.__enter__()
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         try:
             self.range.__exit__(exc_type, exc, tb)
         finally:
-            self.recorder.end(self.number)
+            failure = exit_reason(exc_type, exc) if exc_type is not None else None
+            self.recorder.end(self.number, failure)
         return False
-
-
-def _step_idle(step):
-    return _NOTHING
-
-
-def _stage_idle(name):
-    return _NOTHING

@@ -1,29 +1,93 @@
-"""The training driver: a window recorder counting iterations as Megatron's log prints them.
+"""The training driver: iterations as Megatron's log prints them.
 
-Life of a manager (the Megatron patches drive it; plain loops use ``mindspeed_prof.profile``)::
+Life of a training driver (the Megatron patches drive it; plain loops use
+``mindspeed_prof.profile``)::
 
-    manager = ProfilerManager(config, rank=r, world_size=w)   # rank chosen, backend chosen
-    manager.arm(first_iteration=i0, train_iters=n)            # windows checked, save path checked
-    for it in iterations:                                     # logged numbering, 1-based
-        manager.step_begin(it); train_step(); manager.step_end(it)
-    manager.close("finished")                                 # in a finally: always flushes
+    driver = TrainingDriver(config, rank=r, world_size=w)    # rank chosen, backend chosen
+    driver.arm(first_iteration=i0, train_iters=n)            # windows checked, save path checked
+    for it in iterations:                                    # logged numbering, 1-based
+        driver.step_begin(it); train_step(); driver.step_end(it)
+    driver.close("finished")                                 # in a finally: always flushes
 
-Everything but the iteration vocabulary is the recorder's (``mindspeed_prof/recorder.py``).
+The driver counts; its window recorder (``recorder.py``) records. ``ProfilerManager`` is the
+name it has always had.
 """
 
-from typing import Optional
+from typing import Any, Callable, Optional, TypeVar
 
+from ..config import ProfilerConfig
+from ..manifest import Manifest
 from ..recorder import WindowRecorder
 from ..units import ITERATION
 
+T = TypeVar("T")
 
-class ProfilerManager(WindowRecorder):
-    def __init__(self, config, **kwargs):
+
+class TrainingDriver:
+    """Iterations of a training loop into a window recorder (see the module docstring)."""
+
+    def __init__(self, config: ProfilerConfig, **kwargs: Any) -> None:
         kwargs.setdefault("unit", ITERATION)
-        super().__init__(config, **kwargs)
+        self.recorder = WindowRecorder(config, **kwargs)
+        recorder = self.recorder
+        # The calls of the hot path go straight to the recorder (a no-op where it is idle).
+        self.begin = self.step_begin = recorder.begin
+        self.end = self.step_end = recorder.end
+        self.range = recorder.range
+        self.retract = recorder.retract
 
     def arm(self, *, first_iteration: int = 1, train_iters: Optional[int] = None,
             exit_interval: Optional[int] = None) -> None:
         """``first_iteration`` is ``args.iteration + 1`` after a resume; ``train_iters`` and
         ``exit_interval`` are Megatron's, checked against every window before step 1."""
-        super().arm(first=first_iteration, last=train_iters, exit_interval=exit_interval)
+        self.recorder.arm(first=first_iteration, last=train_iters, exit_interval=exit_interval)
+
+    def run(self, number: Callable[[tuple, dict], int], label: Optional[str],
+            work: Callable[..., T], args: tuple, kwargs: dict) -> T:
+        """One iteration of ``work`` (Megatron's ``train_step``), numbered by ``number(args,
+        kwargs)``, inside a ``label`` range when given (megatron.rl: the policy update). An
+        exception leaves the recorder to the loop's own close, which knows how training ended."""
+        n = number(args, kwargs)
+        recorder = self.recorder
+        recorder.begin(n)
+        if label is None:
+            result = work(*args, **kwargs)
+        else:
+            with recorder.range(label):
+                result = work(*args, **kwargs)
+        recorder.end(n)
+        return result
+
+    def close(self, reason: str = "finished", detail: Optional[str] = None,
+              wait_timeout: Optional[float] = None, wait: bool = True) -> None:
+        self.recorder.close(reason, detail, wait_timeout=wait_timeout, wait=wait)
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        return self.recorder.wait(timeout)
+
+    @property
+    def idle(self) -> bool:
+        return self.recorder.idle
+
+    @property
+    def closed(self) -> bool:
+        return self.recorder.closed
+
+    @property
+    def recording(self) -> bool:
+        return self.recorder.recording
+
+    @property
+    def manifest(self) -> Optional[Manifest]:
+        return self.recorder.manifest
+
+    @property
+    def backend_name(self) -> Optional[str]:
+        return self.recorder.backend_name
+
+    @property
+    def selected_ranks(self) -> list:
+        return self.recorder.selected_ranks
+
+
+ProfilerManager = TrainingDriver  # the name the training code and users have always used

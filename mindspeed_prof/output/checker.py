@@ -11,8 +11,9 @@ from ..errors import ConfigError
 from . import discover as discovery
 from . import filecheck, jobruns, parallel
 from .progress import Progress
-from .report import INCOMPLETE, MISSING, RankReport, Report, worst
+from .report import CUT, INCOMPLETE, MISSING, RankReport, Report, worst
 from .runcheck import Kept, check_run, files_to_check
+from .runcheck import _ranges as runcheck_ranges
 
 FAILED_STATUSES = ("failed", "incomplete")
 UNFINISHED_STATUSES = ("armed", "running")
@@ -232,6 +233,7 @@ def _apply_manifest(rank_report, manifest):
     elif rank_report.errors:
         rank_report.warnings.append(f"{manifest.rel} lists errors although its status is "
                                     f"{status!r}")
+    _planned_windows(rank_report, data)
     for window in _windows(manifest):
         if window.get("stopped_early"):
             rank_report.warnings.append(
@@ -245,6 +247,50 @@ def _apply_manifest(rank_report, manifest):
         rank_report.problems.append(f"listed in {manifest.rel} but absent: "
                                     f"{', '.join(absent[:5])}"
                                     + (f" and {len(absent) - 5} more" if len(absent) > 5 else ""))
+
+
+def _planned_windows(rank_report, data):
+    """Windows recorded as one session per unit (requests, RL steps): each session may be whole
+    while the window is not. A window left cut, left running by a process that never said how
+    it ended, or with units whose session was refused is not the window that was asked for."""
+    planned = data.get("planned") if isinstance(data.get("planned"), list) else []
+    unit = str(data.get("unit") or "unit")
+    plural = {"iteration": "iterations", "request": "requests", "RL step": "RL steps",
+              "engine step": "engine steps"}.get(unit, unit + "s")
+    for entry in planned:
+        if not isinstance(entry, dict):
+            continue
+        start, end = entry.get("start"), entry.get("end")
+        span = f"{plural} {start}-{end - 1}" if _is_int(start) and _is_int(end) \
+            else f"{plural} {start}.."
+        recorded = _ints(entry.get("recorded"))
+        kept = (f"{plural} {runcheck_ranges(recorded)} recorded" if recorded
+                else f"no {unit} recorded to its end")
+        status = entry.get("status")
+        cut = entry.get("cut") if isinstance(entry.get("cut"), dict) else {}
+        if status == "cut":
+            rank_report.verdict = worst(rank_report.verdict, CUT)
+            mid = cut.get("in_progress")
+            mid = f", {unit} {mid} cut mid-way" if _is_int(mid) else ""
+            rank_report.problems.append(f"window of {span} cut short ({cut.get('reason')}): "
+                                        f"{kept}{mid}")
+        elif status == "running" and data.get("exit") is None:
+            rank_report.verdict = worst(rank_report.verdict, CUT)
+            rank_report.problems.append(f"window of {span} never finished: the process ended "
+                                        f"inside it without closing the profiler (killed?); "
+                                        f"{kept}")
+        refused = _ints(entry.get("refused"))
+        if refused:
+            rank_report.verdict = worst(rank_report.verdict, INCOMPLETE)
+            rank_report.problems.append(f"window of {span}: the session of {unit} "
+                                        f"{runcheck_ranges(refused)} was refused (another "
+                                        f"session ran in this process; its errors are listed): "
+                                        f"those {plural} are missing")
+        skipped = _ints(entry.get("skipped"))
+        if skipped:
+            rank_report.warnings.append(f"window of {span}: {unit} {runcheck_ranges(skipped)} "
+                                        f"never began in this process (started later, or the "
+                                        f"number was skipped)")
 
 
 def _msprof_pick(rank_report):

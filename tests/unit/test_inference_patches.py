@@ -23,6 +23,7 @@ import json, os, sys
 from mindspeed_prof import ProfilerConfig
 from mindspeed_prof.patches import registry, state
 from mindspeed_prof.patches.inference import hook_inference
+from mindspeed_prof.drivers.base import NULL_DRIVER
 state.config = ProfilerConfig(profile=True, profile_step_start=2, profile_step_end=4,
                               profile_save_path=SAVE, profile_backend="torch",
                               profile_analyse="sync")
@@ -53,7 +54,7 @@ def test_engine_targets_are_patched_as_megatron_imports_them_and_unbuilt_engines
             StaticInferenceEngine.__init__, StaticInferenceEngine.generate,
             Wrapper.run_one_forward_step)]
         # A front end or coordinator imports the engine but never builds one: nothing starts.
-        print(json.dumps({{"before": before, "marks": marks, "driver": state.inference is not None,
+        print(json.dumps({{"before": before, "marks": marks, "driver": state.inference is not NULL_DRIVER,
                           "written": os.path.exists(SAVE)}}))
     """)
     assert found["before"] is False
@@ -113,10 +114,10 @@ def test_generate_inside_a_training_loop_is_no_request(tmp_path):
     found = run_python(tmp_path, """
         from mindspeed_llm.tasks.inference.module import MegatronModuleForCausalLM
         hook_inference()
-        state.manager = object()  # a patched train() is running (RL rollouts inside training)
+        state.training = True  # a patched train() is running (RL rollouts inside training)
         for _ in range(4):
             MegatronModuleForCausalLM().generate()
-        print(json.dumps({"driver": state.inference is not None,
+        print(json.dumps({"driver": state.inference is not NULL_DRIVER,
                           "written": os.path.exists(SAVE)}))
     """, fake_mindspeed_llm(tmp_path))
     assert found == {"driver": False, "written": False}

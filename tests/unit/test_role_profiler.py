@@ -193,7 +193,7 @@ def test_rank_defaults_to_the_rank_environment_variable(tmp_path, monkeypatch):
     assert os.path.isfile(tmp_path / "actor" / "profile_manifest_rank1.json")
 
 
-def test_exit_inside_a_step_still_writes_the_trace_and_a_final_manifest(tmp_path):
+def test_exit_inside_a_step_writes_the_trace_and_a_final_manifest_that_says_cut(tmp_path):
     script = (
         "import sys, torch, mindspeed_prof\n"
         f"cfg = {{'profile': True, 'profile_save_path': {str(tmp_path)!r}, "
@@ -207,7 +207,10 @@ def test_exit_inside_a_step_still_writes_the_trace_and_a_final_manifest(tmp_path
                           timeout=120)
     assert done.returncode == 3, done.stderr
     data = manifest(tmp_path / "actor" / "profile_manifest_rank0.json")
-    assert data["exit"]["reason"] == "process exit" and data["status"] == "complete"
+    # sys.exit inside step 2 of window 1-3: the window is cut, and the manifest says how.
+    assert data["exit"] == {"reason": "sys.exit", "detail": "exit code 3"}
+    assert data["status"] == "cut"
+    assert data["planned"][0]["cut"] == {"reason": "sys.exit", "in_progress": 2}
     assert [step_ids(t) for t in traces(tmp_path / "actor")] == [[1], [2]]
 
 

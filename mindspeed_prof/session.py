@@ -1,0 +1,197 @@
+"""How one window runs: a profiler session on one rank, on one thread (DESIGN §6).
+
+A ``Session`` owns a backend for one window: it starts it at a unit, steps it as units end,
+stops it, labels ranges, retracts a step that never ran, and knows which unit was in progress
+when the run ended. Every backend call runs inside ``failing_safely(phase)``: a profiler failure
+is reported (with the fix for that phase) and ends profiling on this rank, but never the work.
+
+Two process-wide rules live here because only sessions see every profiler:
+- one *running* session per process (``PROCESS``): torch's and torch_npu's profilers cannot
+  nest, so a session that would overlap another recorder's (colocated RL roles) is refused;
+- a session is stepped and stopped on the thread that started it: torch.profiler records only
+  that thread, and stopping it from another one crashed torch 2.13 in export.
+"""
+
+import contextlib
+import threading
+from typing import Any, Callable, ContextManager, Iterator, List, Optional
+
+from . import backends
+from .exits import final_flush
+from .manifest import WindowEntry
+from .notices import failure_fix
+from .window import StepSchedule
+
+Report = Callable[[str, str, str], None]
+_NO_RANGE = contextlib.nullcontext()
+
+
+class SessionSlot:
+    """The process's one running-session slot; a recorder holds it for a session's length."""
+
+    def __init__(self) -> None:
+        self._holder: Any = None
+        self._lock = threading.Lock()
+
+    def claim(self, owner: Any) -> Any:
+        """Take the slot for ``owner``: None when it now holds it, else the owner that does.
+        A closed holder gives the slot up."""
+        with self._lock:
+            holder = self._holder
+            if holder is None or holder is owner or holder.closed:
+                self._holder = owner
+                return None
+            return holder
+
+    def release(self, owner: Any) -> None:
+        with self._lock:
+            if self._holder is owner:
+                self._holder = None
+
+
+PROCESS = SessionSlot()
+
+
+@contextlib.contextmanager
+def reporting(report: Report, phase: str, owner: str) -> Iterator[List[Exception]]:
+    """Run a profiler call; a failure is reported with its fix, never raised. The yielded list
+    holds the exception afterwards, if there was one."""
+    failed: List[Exception] = []
+    try:
+        yield failed
+    except Exception as exc:  # noqa: BLE001 - the work must survive any profiler failure
+        failed.append(exc)
+        report("error", phase, f"{type(exc).__name__}: {exc}{failure_fix(phase, owner)}")
+
+
+class Session:
+    """One window's profiler on this rank (see the module docstring). ``on_saved(session)`` runs
+    when its data reaches disk (from the export thread for async exports); ``on_failure(session)``
+    when a profiler call failed and profiling ends on this rank."""
+
+    def __init__(self, *, schedule: StepSchedule, window: WindowEntry, backend_name: str,
+                 backend_args: dict, report: Report, owner: str,
+                 on_saved: Callable[["Session"], None],
+                 on_failure: Callable[["Session"], None]) -> None:
+        self.schedule, self.window = schedule, window
+        self.thread = threading.get_ident()
+        self.backend: Any = None
+        self.running = False
+        # end(n) leaves the profiler's step to begin(n + 1): a run that stops after n then
+        # closes ProfilerStep#n, never a step opened for a unit that does not run.
+        self.step_due = False
+        self._backend_name, self._backend_args = backend_name, backend_args
+        self._report, self._owner = report, owner
+        self._on_saved, self._on_failure = on_saved, on_failure
+
+    @contextlib.contextmanager
+    def failing_safely(self, phase: str) -> Iterator[None]:
+        """A backend call: its failure is reported and ends profiling here, never the work."""
+        with reporting(self._report, phase, self._owner) as failed:
+            yield
+        if not failed:
+            return
+        if self.backend is not None:
+            self.backend.failed = True
+        if self.running:
+            self.running = False
+            with reporting(self._report, "stop", ""):
+                self.backend.stop()
+            self._on_saved(self)
+        self._on_failure(self)
+
+    # -- the unit calls (on the session's thread) ----------------------------------------------
+
+    def start(self, n: int) -> None:
+        """Build the backend and start it with its step counter at unit ``n``."""
+        self.backend = backends.backend_class(self._backend_name)(
+            schedule=self.schedule, report=self._report, **self._backend_args)
+        self.backend.on_saved = lambda: self._on_saved(self)
+        self.running = True
+        self.backend.start(n)
+
+    @property
+    def on_own_thread(self) -> bool:
+        return self.thread == threading.get_ident()
+
+    def catch_up(self, n: int) -> bool:
+        """Units the host skipped (Megatron's --iterations-to-skip) never reached the hook; step
+        the profiler past them so the schedule stays aligned with the numbers. True when the
+        window's last unit was among them (the trace is saved then)."""
+        backend = self.backend
+        while self.running and backend.step_num < n:
+            if self.step_due:  # the step end(n - 1) left for this begin
+                self.step_due = False
+                backend.step()
+            elif self.unit_ended(backend.step_num, executed=False):  # a unit the host skipped
+                return True
+        return False
+
+    def unit_ended(self, n: int, executed: bool = True) -> bool:
+        """Unit ``n`` ended; True when it was the window's last (the trace is saved then)."""
+        if executed and n >= self.schedule.start:
+            self.window.record(n)
+        end = self.schedule.end
+        if end is not None and n + 1 >= end:
+            self.backend.step()  # the schedule's last step: the trace is saved here
+            return True
+        self.step_due = True
+        return False
+
+    def stop(self) -> None:
+        """Stop and save. A signal whose flush ran inside this stop would stop the session a
+        second time, mid-export: it is held (with torch's worker-death errors) until then."""
+        with final_flush():
+            if self.running:
+                self.running = False
+                with self.failing_safely("stop"):
+                    self.backend.stop()
+            self._on_saved(self)
+
+    def range(self, name: str) -> ContextManager[Any]:
+        """A labelled range in the trace, or a no-op off the session's thread."""
+        if not (self.running and self.on_own_thread):
+            return _NO_RANGE
+        return self.backend.range(name)
+
+    def retract(self, n: int) -> None:
+        """Unit ``n`` was begun but never ran: leave its step out (torch) or name it for check
+        (``never_ran``, NPU traces are parsed later by torch_npu)."""
+        if not self.running or self.step_due or not self.on_own_thread:
+            return
+        if self.step_num() != n:
+            return
+        self.window.mark_never_ran(n)
+        self.backend.never_ran = n
+
+    def step_num(self) -> Optional[int]:
+        try:
+            return self.backend.step_num
+        except Exception:  # noqa: BLE001 - a profiler that never started has no step
+            return None
+
+    def in_progress(self) -> Optional[int]:
+        """The unit that had begun but not ended when the window was cut, if any."""
+        if self.step_due or self.backend is None:
+            return None
+        n = self.step_num()
+        if n is None or n == self.window.never_ran or n < self.schedule.start \
+                or n in self.window.recorded:
+            return None
+        return n
+
+    def abandon(self) -> None:
+        """This session will never be stopped (its thread is gone or elsewhere)."""
+        self.running = False
+        if self.backend is not None:
+            self.backend.abandon()
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Wait for a background export/parse; True when nothing is pending."""
+        return self.backend is None or self.backend.wait(timeout)
+
+    def outputs(self) -> List[str]:
+        return self.backend.outputs() if self.backend is not None else []
+
+    def status(self) -> str:
+        return self.backend.status() if self.backend is not None else "failed"
