@@ -122,8 +122,11 @@ class RankBudget:
         need = estimate(self.config, self.backend, iterations=schedule.active, ranks=1)[0]
         return used + need <= self.share
 
-    def crossed(self, used):
-        return self.limit_gb is not None and used > self.share
+    def crossed(self, used, running=()):
+        """Has this rank written more than its share (``running``: the open window's files)?"""
+        if self.limit_gb is None:
+            return False
+        return used + (used_bytes(running) if running else 0) > self.share
 
     def skip_reason(self, unit, schedule):
         return (f"skipping {unit.plural} {schedule.start}-{schedule.end - 1} and later windows: "

@@ -53,11 +53,13 @@ import re
 import socket
 import threading
 import time
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Iterable, List, Optional
 
 from . import log
 from .budget import used_bytes
 from .errors import ConfigError
+from .layout import manifest_path
+from .manifest_entries import PlannedWindow, WindowEntry, overall_status
 from .version import __version__
 
 SCHEMA = 1
@@ -123,100 +125,6 @@ def _claim(path, hostname, pid, run_id):
         except OSError:
             return path  # no save path yet, or unwritable: the first save reports it
     return path
-
-
-class WindowEntry:
-    """One profiler session's window in the manifest. The recorder writes it only through these
-    methods, so what ``check`` reads has one writer."""
-
-    __slots__ = ("data",)
-
-    def __init__(self, data: Dict[str, Any]) -> None:
-        self.data = data
-
-    @property
-    def start(self) -> int:
-        return self.data["start"]
-
-    @property
-    def end(self) -> Optional[int]:
-        return self.data["end"]
-
-    @property
-    def status(self) -> str:
-        return self.data["status"]
-
-    @property
-    def recorded(self) -> List[int]:
-        """The units that ran to their end inside the window."""
-        return self.data["iterations_recorded"]
-
-    @property
-    def never_ran(self) -> Optional[int]:
-        return self.data.get("never_ran")
-
-    @property
-    def is_cut(self) -> bool:
-        return "cut" in self.data
-
-    def record(self, n: int) -> None:
-        self.data["iterations_recorded"].append(n)
-
-    def mark_cut(self, reason: str, in_progress: Optional[int]) -> None:
-        """The run ended inside the window (or its unit failed): it keeps what it recorded."""
-        self.data["cut"] = {"reason": reason, "in_progress": in_progress}
-
-    def mark_never_ran(self, n: int) -> None:
-        self.data["never_ran"] = n
-
-    def mark_stopped_early(self, by: str) -> None:
-        self.data["stopped_early"] = by
-
-    def mark_failed(self) -> None:
-        self.data["status"] = "failed"
-
-
-class PlannedWindow:
-    """A window of the plan recorded as one session per unit (requests, RL steps): the sessions
-    are window entries of their own; this says how far the window itself got."""
-
-    __slots__ = ("data",)
-
-    def __init__(self, data: Dict[str, Any]) -> None:
-        self.data = data
-
-    @property
-    def start(self) -> int:
-        return self.data["start"]
-
-    @property
-    def end(self) -> Optional[int]:
-        return self.data["end"]
-
-    @property
-    def recorded(self) -> List[int]:
-        return self.data["recorded"]
-
-    @property
-    def status(self) -> str:
-        return self.data["status"]
-
-    def record(self, n: int) -> None:
-        self.data["recorded"].append(n)
-
-    def skip(self, units: Iterable[int]) -> None:
-        """Units of the window the host never ran (a resumed job, a step number it skipped)."""
-        self.data["skipped"].extend(units)
-
-    def refuse(self, n: int) -> None:
-        self.data["refused"].append(n)
-
-    def finish(self) -> None:
-        self.data["status"] = "complete"
-
-    def mark_cut(self, reason: str, in_progress: Optional[int]) -> None:
-        self.data["status"] = "cut"
-        self.data["cut"] = {"reason": reason, "in_progress": in_progress}
 
 
 class Manifest:
@@ -384,14 +292,18 @@ def _now():
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime())
 
 
-_SEVERITY = ("failed", "incomplete", "parsing", "running", "unparsed", "cut", "complete")
+def open_manifest(plan, backend: Optional[str], *, local_rank: Optional[int],
+                  parallel: Optional[dict], first: Optional[int] = None,
+                  last: Optional[int] = None) -> Manifest:
+    """The manifest of a recorder with this plan, claimed for it (ConfigError while another
+    open recorder of this process writes the same one) and written as armed."""
+    from .environment import versions
 
-
-def overall_status(windows, planned=()):
-    """A rank's status across its windows (and planned windows): the most serious one."""
-    statuses = {w.get("status") for w in windows} | {p.get("status") for p in planned
-                                                      if p.get("status") == "cut"}
-    for status in _SEVERITY:
-        if status in statuses:
-            return status
-    return "armed"
+    path = manifest_path(plan.save_path, plan.rank)
+    claim_for_recorder(path)
+    manifest = Manifest(path, rank=plan.rank, world_size=plan.world_size,
+                        local_rank=local_rank, backend=backend, config=plan.config,
+                        selected_ranks=list(plan.selected_ranks), parallel=parallel,
+                        versions=versions())
+    manifest.describe_run(unit=plan.unit.name, role=plan.role, first=first, last=last)
+    return manifest

@@ -18,6 +18,19 @@ _FIX = {
 }
 
 
+def config_notes(plan, backend: str) -> list:
+    """What a profiled rank says about its config once, in its manifest too."""
+    config = plan.config
+    notes = list(config.warnings(role_driver=plan.role is not None))
+    from .backends import ignored_flags
+
+    ignored = ignored_flags(backend, config)
+    if ignored:
+        notes.append(f"{', '.join(ignored)} only apply to the npu backend; the {backend} "
+                     f"backend ignores them.")
+    return notes
+
+
 def failure_fix(phase: str, owner: str) -> str:
     """The sentence appended to a profiler failure in ``phase`` ('' when there is none)."""
     return _FIX.get(phase, "").format(owner=owner)
@@ -90,3 +103,11 @@ def session_cut_words(unit, reason, recorded, start, partial) -> str:
                 f"partial {unit.name} was written (check reports it as cut)")
     return (f"{unit.owner} ended ({reason}) before {unit.name} {start} completed; nothing was "
             f"profiled")
+
+
+def wrong_thread_words(who: str, owner_thread: int) -> str:
+    import threading
+
+    return (f"{who}: the profiler session was started on thread {owner_thread} and cannot be "
+            f"stepped or stopped from thread {threading.get_ident()} (torch's profilers record "
+            f"and stop on their own thread); call begin/end on the thread that does the work")

@@ -13,6 +13,7 @@ Two process-wide rules live here because only sessions see every profiler:
 """
 
 import contextlib
+import os
 import threading
 from typing import Any, Callable, ContextManager, Iterator, List, Optional
 
@@ -83,6 +84,22 @@ class Session:
         self._backend_name, self._backend_args = backend_name, backend_args
         self._report, self._owner = report, owner
         self._on_saved, self._on_failure = on_saved, on_failure
+
+    @classmethod
+    def for_plan(cls, plan: Any, schedule: StepSchedule, manifest: Any, backend_name: str,
+                 parallel: Optional[dict], report: Report, *,
+                 on_saved: Callable[["Session"], None],
+                 on_failure: Callable[["Session"], None]) -> "Session":
+        """The session of ``schedule`` under ``plan``: its folder, capture name and manifest
+        window entry (written now, as running)."""
+        directory = plan.window_dir(schedule)
+        window = manifest.add_window(schedule.start, schedule.end,
+                                     os.path.relpath(directory, plan.save_path))
+        return cls(schedule=schedule, window=window, backend_name=backend_name,
+                   backend_args=dict(config=plan.config, rank=plan.rank, save_dir=directory,
+                                     metadata=parallel, worker=plan.worker_name(schedule)),
+                   report=report, owner=plan.unit.owner, on_saved=on_saved,
+                   on_failure=on_failure)
 
     @contextlib.contextmanager
     def failing_safely(self, phase: str) -> Iterator[None]:

@@ -82,6 +82,15 @@ class TriggerWatcher:
         self._handled = set()      # request ids already acted on
         self._armed_at = time.time()  # requests older than the job are stale, not new
 
+    @classmethod
+    def for_plan(cls, plan, report):
+        """The watcher of a recorder with this plan, armed (its status file says so)."""
+        config = plan.config
+        watcher = cls(config.profile_trigger_file, poll=config.profile_trigger_poll,
+                      rank=plan.rank, world_size=plan.world_size, report=report)
+        watcher.set_state("armed")
+        return watcher
+
     def check(self, iteration):
         """The new request (a dict) every rank agrees on at ``iteration``, or None."""
         request = self._read_new() if self.rank == 0 else None
@@ -130,6 +139,17 @@ class TriggerWatcher:
         dist.broadcast_object_list(holder, src=0, device=_collective_device(dist))
         return holder[0]
 
+    def ignored(self, request, n, unit, why):
+        """Rank 0 says a request could not be acted on at unit ``n``."""
+        if self.rank == 0:
+            self.report("warning", "trigger", f"request {request['id']} ignored at {unit.name} "
+                                              f"{n}: {why}")
+
+    def window_ended(self, window):
+        """A window's data is on disk: its manifest status, as the status file says it."""
+        self.set_state(STATE_OF_STATUS.get(window.status, window.status),
+                       window=[window.start, window.end])
+
     def set_state(self, state, **details):
         data = {"rank": self.rank, "state": state, "updated": time.time(), **details}
         try:
@@ -156,6 +176,27 @@ def requested_sessions(window, n, session_per_unit):
                 (window[0] - 1, window[1] - 1))
     # Warm up on the unit about to run; record the requested ones after it.
     return [StepSchedule(skip_first=n, warmup=1, active=window[1] - n)], window
+
+
+def sessions_for(request, n, plan, layout_of, watcher):
+    """The sessions this rank opens for a request seen at unit ``n`` (none where the request
+    does not choose it) and the window they make; every rank gets the same request."""
+    from . import log, ranks
+    from .notices import short_ranks
+
+    window = window_for(request, n, plan.last)
+    if window is None:
+        watcher.ignored(request, n, plan.unit, f"{plan.unit.owner} ends now")
+        return [], None
+    chosen = (ranks.resolve(ranks.parse_rank_tokens(request["ranks"]), plan.world_size,
+                            layout_of) if request["ranks"] else list(plan.selected_ranks))
+    sessions, (first, last) = requested_sessions(window, n, plan.session_per_unit)
+    if plan.rank == 0:
+        log.info(f"trigger {request['id']}: profiling rank(s) {short_ranks(chosen)} at "
+                 f"{plan.unit.plural} {first}-{last}")
+    if plan.rank not in chosen:
+        return [], None
+    return sessions, StepSchedule(skip_first=first, warmup=0, active=last - first + 1)
 
 
 def _collective_device(dist):

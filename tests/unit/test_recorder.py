@@ -119,7 +119,7 @@ def test_closing_from_another_thread_says_the_running_session_was_not_written(tm
         started.set()
         release.wait(10)
         recorder.end(2)  # the request finishes after the close: nothing more is written
-        recorder._backend._prof.stop()  # test clean-up only: the process would end here
+        recorder._session.backend._prof.stop()  # test clean-up only: the process would end here
 
     worker = threading.Thread(target=serve)
     worker.start()

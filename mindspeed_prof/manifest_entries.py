@@ -1,0 +1,113 @@
+"""The entries of a manifest's ``windows`` and ``planned`` lists, and a rank's overall status.
+
+The recorder writes them only through these methods, so what ``check`` reads has one writer.
+"""
+
+from typing import Any, Dict, Iterable, List, Optional
+
+
+class WindowEntry:
+    """One profiler session's window in the manifest. The recorder writes it only through these
+    methods, so what ``check`` reads has one writer."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: Dict[str, Any]) -> None:
+        self.data = data
+
+    @property
+    def start(self) -> int:
+        return self.data["start"]
+
+    @property
+    def end(self) -> Optional[int]:
+        return self.data["end"]
+
+    @property
+    def status(self) -> str:
+        return self.data["status"]
+
+    @property
+    def recorded(self) -> List[int]:
+        """The units that ran to their end inside the window."""
+        return self.data["iterations_recorded"]
+
+    @property
+    def never_ran(self) -> Optional[int]:
+        return self.data.get("never_ran")
+
+    @property
+    def is_cut(self) -> bool:
+        return "cut" in self.data
+
+    def record(self, n: int) -> None:
+        self.data["iterations_recorded"].append(n)
+
+    def mark_cut(self, reason: str, in_progress: Optional[int]) -> None:
+        """The run ended inside the window (or its unit failed): it keeps what it recorded."""
+        self.data["cut"] = {"reason": reason, "in_progress": in_progress}
+
+    def mark_never_ran(self, n: int) -> None:
+        self.data["never_ran"] = n
+
+    def mark_stopped_early(self, by: str) -> None:
+        self.data["stopped_early"] = by
+
+    def mark_failed(self) -> None:
+        self.data["status"] = "failed"
+
+
+class PlannedWindow:
+    """A window of the plan recorded as one session per unit (requests, RL steps): the sessions
+    are window entries of their own; this says how far the window itself got."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: Dict[str, Any]) -> None:
+        self.data = data
+
+    @property
+    def start(self) -> int:
+        return self.data["start"]
+
+    @property
+    def end(self) -> Optional[int]:
+        return self.data["end"]
+
+    @property
+    def recorded(self) -> List[int]:
+        return self.data["recorded"]
+
+    @property
+    def status(self) -> str:
+        return self.data["status"]
+
+    def record(self, n: int) -> None:
+        self.data["recorded"].append(n)
+
+    def skip(self, units: Iterable[int]) -> None:
+        """Units of the window the host never ran (a resumed job, a step number it skipped)."""
+        self.data["skipped"].extend(units)
+
+    def refuse(self, n: int) -> None:
+        self.data["refused"].append(n)
+
+    def finish(self) -> None:
+        self.data["status"] = "complete"
+
+    def mark_cut(self, reason: str, in_progress: Optional[int]) -> None:
+        self.data["status"] = "cut"
+        self.data["cut"] = {"reason": reason, "in_progress": in_progress}
+
+
+_SEVERITY = ("failed", "incomplete", "parsing", "running", "unparsed", "cut", "complete")
+
+
+def overall_status(windows, planned=()):
+    """A rank's status across its windows (and planned windows): the most serious one."""
+    statuses = {w.get("status") for w in windows} | {p.get("status") for p in planned
+                                                      if p.get("status") == "cut"}
+    for status in _SEVERITY:
+        if status in statuses:
+            return status
+    return "armed"

@@ -1,0 +1,135 @@
+"""How a window recorder ends: the final flush on every way out (DESIGN §6).
+
+``close`` stops a running session (on its own thread: from another one it asks that thread to
+stop it at its next unit boundary, and waits, bounded), cuts the window it was in, waits for
+the export, and writes the final manifest with how the run ended. It runs inside
+``exits.final_flush``, so a job-wide signal, dying DataLoader workers or a closed console cannot
+abort it. A mixin of ``WindowRecorder``, kept apart because it is the recorder's second idea:
+its whole life is in ``recorder.py``, its end here.
+"""
+
+import enum
+import threading
+from typing import Optional
+
+from .exits import final_flush
+from .layout import manifest_path
+from .manifest import release_for_recorder
+from .manifest_entries import PlannedWindow
+from .notices import session_cut_words
+from .session import PROCESS
+
+# How long close() from another thread waits for a running session's own thread to stop it at
+# its next unit boundary or range (a server's request thread, when SIGTERM or the exit flush
+# runs on the main thread), when the caller gives no bound of its own.
+STOP_GRACE_S = 5.0
+
+
+class State(enum.Enum):
+    IDLE = "idle"        # not armed, or nothing to do on this rank
+    ARMED = "armed"      # waiting for the next session's first unit (or a trigger)
+    RUNNING = "running"  # a session records
+    DONE = "done"        # nothing more will be recorded
+
+
+
+class RecorderShutdown:
+    """The closing half of ``WindowRecorder`` (its attributes are the recorder's)."""
+
+    def close(self, reason: str = "finished", detail: Optional[str] = None,
+              wait_timeout: Optional[float] = None, wait: bool = True) -> None:
+        """Stop any running window, wait for its files, write the final manifest. Idempotent.
+
+        ``wait=False`` leaves a background export running (its thread keeps the process alive
+        and finishes the manifest); see ``wait()``."""
+        if self.closed:
+            return
+        self.closed = True
+        if reason == "process exit" and self._failure is not None:
+            # The exit flush does not know how the process ended; the unit that failed does.
+            reason, detail = self._failure
+        pending = False
+        # Whatever ends the process (a job-wide signal killing the DataLoader workers, a second
+        # signal, a closed console) must not abort the stop, the export or the manifest.
+        with final_flush() as events:
+            try:
+                if self._state is State.RUNNING:
+                    self._close_running_window(reason, wait_timeout)
+                self._close_planned(reason)
+                if wait and not self.wait(wait_timeout):
+                    self.report("error", "stop", f"the trace was still being written when the "
+                                                 f"process ended (waited at most {wait_timeout} "
+                                                 f"s); it is incomplete")
+                pending = not wait and not self.wait(0)
+                if self.manifest is not None:
+                    self._finish_manifest(reason, detail, events.as_dict())
+                if self._watcher is not None:
+                    self._watcher.set_state("idle", reason=reason)
+            finally:
+                self._flush.uninstall(pending=pending)
+                PROCESS.release(self)
+                self._state = State.DONE
+                if self.manifest is not None:
+                    release_for_recorder(manifest_path(self.save_path, self.rank))
+
+    def _close_running_window(self, reason: str, wait_timeout: Optional[float]) -> None:
+        session = self._session
+        self._queue = iter(())
+        if not session.on_own_thread:
+            # Stopping it here could crash the process: ask its own thread to stop it at its
+            # next unit boundary or range, and wait for that (bounded).
+            self._stop_wanted = reason
+            grace = STOP_GRACE_S if wait_timeout is None else min(wait_timeout, STOP_GRACE_S)
+            if self._stopped.wait(grace):
+                return
+            self._state = State.DONE
+            session.abandon()
+            recorded = list(session.window.recorded)
+            self.report("error", "stop", f"{self.unit.owner} ended ({reason}) while "
+                                         f"{self.describe()}'s session was running on thread "
+                                         f"{session.thread}; it cannot be stopped from thread "
+                                         f"{threading.get_ident()} and its own thread did not "
+                                         f"stop it within {grace:g} s, so {self.unit.plural} "
+                                         f"{recorded or 'in progress'} were not written")
+            return
+        if not (reason == "finished" and session.schedule.end is None):
+            # Cut short: the window keeps what it recorded, and says so (check's `cut`). An
+            # open-ended window that ends with its loop is whole.
+            session.window.mark_cut(reason, session.in_progress())
+        self._finish_window()
+        if self._units is None:
+            window = session.window
+            self.report("warning", "stop", session_cut_words(
+                self.unit, reason, window.recorded, window.start, bool(session.outputs())))
+
+    def _close_planned(self, reason: str) -> None:
+        """A planned window of per-unit sessions still open when the run ends is cut."""
+        if self._units is None or self.manifest is None:
+            return
+        session = self._session
+        cut = session.window.data.get("cut", {}) if session is not None else {}
+        self._units.close(self.manifest, reason, cut.get("in_progress"), self._last_begun)
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Wait for the last window's background export/parse; True when nothing is pending."""
+        return self._session is None or self._session.wait(timeout)
+
+    def cut_window(self) -> Optional[PlannedWindow]:
+        """The planned window of per-unit sessions that the run left cut, if any."""
+        return self._units.cut_window() if self._units is not None else None
+
+    def _finish_manifest(self, reason: str, detail: Optional[str], events: dict) -> None:
+        manifest = self.manifest
+        manifest.set_exit(reason, detail, events)
+        if self._on_final_manifest is not None:
+            self._on_final_manifest(manifest)
+        if not self._windows_opened and not self.polling:
+            manifest.mark_nothing_profiled()
+            planned = self.plan.windows
+            start = self.schedule.start if self.schedule else (
+                planned[0].start if planned else self.config.profile_step_start)
+            self.report("warning", "stop", f"{self.unit.owner} ended ({reason}) before "
+                                           f"{self.unit.name} {start}; nothing was profiled")
+        elif self._session is not None:
+            self._on_saved(self._session)
+        manifest.save()
