@@ -62,7 +62,13 @@ def adapt_script(text: str, profile_args: Sequence[str], lines: Iterable[int] = 
     values = assignments(commands)
     edits, notes = set(), _unchosen_notes(launches, chosen)
     for launch in chosen:
-        words = launch.command.words
+        found = list(passed(text, launch, launch.held.values if launch.held else values))
+        hosts = [item for item in found if item.flag == HOST_PROFILER]
+        if hosts and not drop_use_pytorch_profiler:
+            raise ConfigError(host_profiler_refusal(text, launch, hosts))
+        dropped = {(item.start, item.end) for item in hosts}
+        # the flags go after the last word that stays (a dropped last word takes its line along)
+        words = [w for w in launch.command.words if (w.start, w.end) not in dropped]
         ref, new = reference(launch, posix), value(launch, profile_args, posix)
         if not launch.adapted:
             edits.add((launch.script.start, launch.script.start, f"-m {LAUNCHER_MODULE} "))
@@ -78,11 +84,7 @@ def adapt_script(text: str, profile_args: Sequence[str], lines: Iterable[int] = 
         if launch.verdict == INFERENCE:
             notes.append(f"line {launch.line}: {launch.script_name} is an inference entry: the "
                          f"window flags count requests there (the first request is 1)")
-        found = list(passed(text, launch, launch.held.values if launch.held else values))
         notes.extend(doubled_profile_flags(launch, found))
-        hosts = [item for item in found if item.flag == HOST_PROFILER]
-        if hosts and not drop_use_pytorch_profiler:
-            raise ConfigError(host_profiler_refusal(text, launch, hosts))
         for item in hosts:
             edits.add(removal(text, item))
             where = f" (in {item.name})" if item.name else ""

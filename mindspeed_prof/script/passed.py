@@ -74,7 +74,9 @@ def removal(text, item):
         start -= 1
     line_end = text.find("\n", end)
     line_end = len(text) if line_end < 0 else line_end
-    if (start == 0 or text[start - 1] == "\n") and not text[end:line_end].strip():
+    alone = (start == 0 or text[start - 1] == "\n") and not text[end:line_end].strip()
+    continued = re.search(r"\\\r?\n$", text[max(start - 3, 0):start]) is not None
+    if alone and not continued:  # after `\` + newline the line must stay, or the next one joins
         return start, min(line_end + 1, len(text)), ""
     if start == item.start:
         while end < len(text) and text[end] in " \t":

@@ -881,3 +881,23 @@ def test_use_pytorch_profiler_on_a_command_not_adapted_is_left_alone():
             "torchrun --standalone evaluate_gpt.py --use-pytorch-profiler\n")
     adapted = adapt_script(text, FLAGS).text
     assert "evaluate_gpt.py --use-pytorch-profiler\n" in adapted
+
+
+@pytest.mark.parametrize("command", [
+    "torchrun --standalone pretrain_gpt.py \\\n    --x 1 \\\n    --use-pytorch-profiler\n",
+    "torchrun --standalone pretrain_gpt.py \\\n    --use-pytorch-profiler \\\n    --x 1\n",
+    "torchrun --standalone pretrain_gpt.py --x 1 --use-pytorch-profiler\n",
+    "GPT_ARGS=(\r\n    --x 1\r\n    --use-pytorch-profiler\r\n)\r\n"
+    'torchrun --standalone pretrain_gpt.py "${GPT_ARGS[@]}" \\\r\n    --use-pytorch-profiler\r\n',
+])
+def test_dropping_the_last_or_a_continued_word_keeps_the_command_whole(command, tmp_path):
+    newline = "\r\n" if "\r\n" in command else "\n"
+    text = command + "echo done" + newline
+    adapted = adapt_script(text, FLAGS, drop_use_pytorch_profiler=True).text
+    assert adapt_script(adapted, FLAGS).text == adapted
+    assert adapted.count("\n") == adapted.count(newline)
+    runnable = adapted.replace("\r\n", "\n").replace("echo done", "python done.py")
+    argv, done = run_with_stubs(tmp_path, runnable, {})
+    assert argv == ["torchrun", "--standalone", "-m", "mindspeed_prof.launch", "pretrain_gpt.py",
+                    "--x", "1"] + FLAGS
+    assert done == ["python", "done.py"]
