@@ -29,7 +29,8 @@ def passed(text: str, launch, values: dict) -> Iterator[Passed]:
     words = launch.command.words
     seen: Set[str] = set()
     found: Dict[Tuple[int, int], Passed] = {}
-    for word in words[words.index(launch.script) + 1:]:
+    # under the launcher already, `script` is the word `mindspeed_prof.launch`: skip the entry too
+    for word in words[words.index(launch.script) + 1 + launch.adapted:]:
         if VARIABLE in word.text:
             continue  # ours
         literal = dequote(word.text)

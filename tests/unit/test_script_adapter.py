@@ -901,3 +901,9 @@ def test_dropping_the_last_or_a_continued_word_keeps_the_command_whole(command, 
     assert argv == ["torchrun", "--standalone", "-m", "mindspeed_prof.launch", "pretrain_gpt.py",
                     "--x", "1"] + FLAGS
     assert done == ["python", "done.py"]
+
+
+def test_the_entry_script_of_an_adapted_command_is_not_taken_for_a_passed_option():
+    text = 'ROOT=${ROOT:- --use-pytorch-profiler .}\ntorchrun --standalone ${ROOT}/pretrain_gpt.py\n'
+    once = adapt_script(text, FLAGS)
+    assert adapt_script(once.text, FLAGS).text == once.text
