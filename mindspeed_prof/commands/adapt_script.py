@@ -34,6 +34,10 @@ def add_arguments(parser):
                         help="adapt only the command on line N of IN.sh (repeatable); it may "
                              "be a launch not named like training. Default: every training "
                              "command")
+    parser.add_argument("--drop-use-pytorch-profiler", action="store_true",
+                        help="leave --use-pytorch-profiler out of the copy's training command "
+                             "(Megatron's own torch.profiler, which the training refuses beside "
+                             "mindspeed_prof's); without this, a script carrying it is refused")
     # The same definitions training uses, so --help here matches the training's --help.
     add_recorded_profile_flags(parser, description="written into PROFILE_ARGS in the copy; "
                                                    "--profile is implied")
@@ -49,7 +53,11 @@ def run(args):
     flags = profile_tokens(args.profile_argv or [])
     config = parse_profile_flags(flags, environ={}, implied_profile=True)
     _refuse_input(source, output)
-    result = adapt_script(text, flags, lines=args.line)
+    try:
+        result = adapt_script(text, flags, lines=args.line,
+                              drop_use_pytorch_profiler=args.drop_use_pytorch_profiler)
+    except ConfigError as exc:  # its lines are IN.sh's: say which file they are in
+        raise ConfigError(f"{source}: {exc}") from None
     for note in list(result.notes) + config.warnings() + _path_notes(config):
         print(f"note: {note}", file=sys.stderr)
     if not result.changed:

@@ -15,7 +15,7 @@ from typing import List, Optional
 
 from ..errors import ConfigError
 from .embedded import EVAL, Body, bodies
-from .program import DISTRIBUTING, basename, candidates, runners_before
+from .program import DISTRIBUTING, basename, candidates, posix_script, runners_before
 from .scan import assignments, scan
 from .words import ScanError, dequote, expansion_name, line_of
 
@@ -74,45 +74,48 @@ class Launch:
     verdict: str  # TRAINING, INFERENCE, LAUNCHER_ONLY, BLOCKED or REJECTED
     reason: str
     adapted: bool  # already runs under mindspeed_prof.launch
-    held: Optional[Body] = None  # the string it is written in, when the script runs a string
+    held: Optional[Body] = None  # the string or heredoc it is written in, when the script runs one
 
     @property
     def statement(self):
         """The statement a definition of the flags goes before."""
-        return self.command if self.held is None else self.held.statement
+        return self.command if self.held is None or self.held.literal else self.held.statement
 
     def describe(self):
         what = f"{self.launcher} {self.script_name}".strip()
-        where = f"; in a string run by {self.held.where()}" if self.held else ""
+        where = f"; in a {self.held.what()} run by {self.held.where()}" if self.held else ""
         return f"line {self.line}: {what} ({self.reason}{where})"
 
 
-def find_launches(text: str, commands: Optional[list] = None) -> List[Launch]:
+def find_launches(text: str, commands: Optional[list] = None,
+                  found_bodies: Optional[list] = None) -> List[Launch]:
     """Every command of ``text`` that starts Python or a launcher, as ``Launch`` records, in
-    source order; those written in a string the script runs (``sh -c "$CMD"``) included."""
+    source order; those written in text the script runs (``sh -c "$CMD"``, ``bash <<EOF``)
+    included. ``found_bodies`` is ``embedded.bodies`` of the script, when already known."""
     commands = scan_commands(text) if commands is None else commands
     values = assignments(commands)
     found = {}
     for command in commands:
         if (launch := _inspect(text, command, values)) is not None:
             found[command.words[0].start] = launch
-    for body in bodies(text, commands, values):
-        try:
-            inner = scan(text, body.start, body.end)
-        except ScanError:
-            continue  # not shell code this scanner follows: its mentions are listed as such
-        for command in inner:
-            if (launch := _inspect(text, command, values)) is not None:
-                found.setdefault(command.words[0].start, _held(launch, body))
+    if found_bodies is None:
+        found_bodies = bodies(text, commands, values, posix_script(text))
+    direct = set(found)  # `$(torchrun ...)` in an assignment runs where it is written
+    for body in found_bodies:
+        # a body nested in another comes later in source order, so the innermost one wins
+        for command in body.commands or ():
+            start = command.words[0].start
+            if start not in direct and (launch := _inspect(text, command, body.values)):
+                found[start] = _held(launch, body)
     return [found[start] for start in sorted(found)]
 
 
 def _held(launch, body):
-    """A launch written in ``body``: adaptable unless the string cannot carry a variable."""
+    """A launch written in ``body``: adaptable unless the text cannot carry a variable."""
     launch = replace(launch, held=body)
     if launch.script is None or launch.verdict == REJECTED:
         return launch
-    if body.quote == "'" and body.hows() != {EVAL}:
+    if not body.expands and not body.literal and body.hows() != {EVAL}:
         return replace(launch, script=None, verdict=BLOCKED, reason=(
             f"{launch.reason}, but in single quotes, and run where a variable of this script "
             f"arrives unexpanded; write that string in double quotes"))

@@ -4,6 +4,7 @@
 (``srun -N 2``, ``timeout 3600``, ``setsid``, ``numactl ...``, ``uv run``) are programs that run the
 command given after their own options; an expansion in front (``$VENV_PREFIX``) may be an empty
 wrapper. ``candidates`` walks past all of them, so ``launches`` and ``embedded`` share one rule.
+``stdin_input`` tells what a command reads on stdin (``bash <<EOF``).
 """
 
 import re
@@ -19,6 +20,30 @@ RUNNERS = frozenset({"uv", "conda", "poetry", "pipenv", "numactl", "taskset", "n
 # Runners that start the command once per task of a distributed job.
 DISTRIBUTING = frozenset({"srun", "mpirun", "mpiexec", "horovodrun"})
 SHELLS = frozenset({"sh", "bash", "dash", "ash", "ksh", "mksh", "zsh"})
+# A script whose #! line names one of these gets no bash arrays.
+_POSIX_SHEBANG = re.compile(r"#!\s*\S*/(?:env\s+)?(?:sh|dash|ash|ksh|mksh|posh)(?:\s|$)")
+
+
+def posix_script(text) -> bool:
+    """Whether a script's #! line names a POSIX sh (so it has no arrays)."""
+    return bool(_POSIX_SHEBANG.match(text))
+
+
+def stdin_input(command):
+    """What the command's stdin holds as text: ``("heredoc", scan.Heredoc)``,
+    ``("here-string", word Token)``, or None (a file, a pipe, the terminal). The last redirection
+    of fd 0 wins, as in the shell."""
+    found = None
+    for operator, target in command.redirects:
+        fd, op = re.match(r"(\d*)(.*)", operator.text).groups()
+        if fd not in ("", "0") or op not in ("<", "<<", "<<-", "<<<", "<>", "<&"):
+            continue
+        found = None
+        if op in ("<<", "<<-"):
+            found = next((("heredoc", h) for h in command.heredocs if h.operator == operator), None)
+        elif op == "<<<" and target is not None:
+            found = ("here-string", target)
+    return found
 
 
 def skip_prefixes(words) -> int:

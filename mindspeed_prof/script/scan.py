@@ -3,7 +3,9 @@
 ``scan(text)`` returns every simple command the shell would run (``Command``): its words and
 redirections with their character offsets, and where its and-or list starts. Comments,
 heredoc bodies and quoted strings stay inside words or are skipped, so a commented-out
-``torchrun`` or an ``echo "torchrun ..."`` is never mistaken for a launch. Compound commands
+``torchrun`` or an ``echo "torchrun ..."`` is never mistaken for a launch; each command keeps the
+spans of its heredoc bodies (``Heredoc``), so a body fed to a shell can be scanned as the script
+it is. Compound commands
 (``if``/``case``/``for``/functions) are flattened: their bodies' simple commands are listed in
 order, and so are those of a ``$(...)`` or backtick substitution, right after the command whose
 word holds it. A CRLF line ending is a newline (its ``\r`` belongs to no word), so an edit can
@@ -31,17 +33,31 @@ class Token:
     end: int
 
 
+@dataclass(frozen=True)
+class Heredoc:
+    """The body of one ``<<WORD`` redirection: ``text[start:end]``, up to its delimiter line."""
+    operator: Token
+    start: int
+    end: int
+    quoted: bool  # `<<'EOF'`/`<<"EOF"`/`<<\EOF`: the body is taken as written, nothing expands
+    word: str  # the delimiter as written (`EOF`, `'EOF'`)
+
+
 @dataclass
 class Command:
     """One simple command: ``words`` are its arguments (assignments and wrappers included)."""
     words: list
     redirects: list = field(default_factory=list)  # (operator Token, target Token or None)
     list_start: int = 0  # offset where its and-or list (``a && b | c``) begins
+    heredocs: list = field(default_factory=list)  # Heredoc for each `<<` among its redirects
 
 # ---- tokens ------------------------------------------------------------------------------------
 
-def tokenize(text, start=0):
-    """Tokens of ``text[start:]``; comments, line continuations and heredoc bodies are left out."""
+def tokenize(text, start=0, heredocs_found=None):
+    """Tokens of ``text[start:]``; comments, line continuations and heredoc bodies are left out.
+
+    ``heredocs_found``, when given, receives ``{operator start: Heredoc}`` for each body skipped.
+    """
     tokens, heredocs, i = [], [], start
     while i < len(text):
         char = text[i]
@@ -59,14 +75,18 @@ def tokenize(text, start=0):
         elif char == "\n":
             tokens.append(Token("newline", "\n", i, i + 1))
             i += 1
-            for delimiter, strip_tabs in heredocs:
-                i = _skip_heredoc(text, i, delimiter, strip_tabs)
+            for operator, (delimiter, quoted, word), strip_tabs in heredocs:
+                body_start, (body_end, i) = i, _skip_heredoc(text, i, delimiter, strip_tabs)
+                if heredocs_found is not None:
+                    heredocs_found[operator.start] = Heredoc(operator, body_start, body_end,
+                                                             quoted, word)
             heredocs = []
         elif (match := _REDIR.match(text, i)) and text[match.end():match.end() + 1] != "(":
             tokens.append(Token("redir", match.group(), i, match.end()))
             i = match.end()
             if match.group().lstrip("0123456789") in ("<<", "<<-"):
-                heredocs.append((_heredoc_delimiter(text, i), match.group().endswith("-")))
+                heredocs.append((tokens[-1], _heredoc_delimiter(text, i),
+                                 match.group().endswith("-")))
         elif char in ";&|()":
             op = next(op for op in _CONTROL if text.startswith(op, i))
             tokens.append(Token("op", op, i, i + len(op)))
@@ -79,20 +99,23 @@ def tokenize(text, start=0):
 
 
 def _heredoc_delimiter(text, i):
+    """``(delimiter, quoted, word)``: a quote or backslash in the word keeps the body unexpanded."""
     while i < len(text) and text[i] in _BLANK:
         i += 1
-    return dequote(text[i:read_word(text, i)])
+    word = text[i:read_word(text, i)]
+    return dequote(word), any(char in word for char in "'\"\\"), word
 
 
 def _skip_heredoc(text, i, delimiter, strip_tabs):
+    """``(end of the body, offset past its delimiter line)``; an unended body runs to the end."""
     while i < len(text):
         newline = text.find("\n", i)
         end = len(text) if newline < 0 else newline
         line = text[i:end].removesuffix("\r")
-        i = end + 1
         if (line.lstrip("\t") if strip_tabs else line) == delimiter:
-            return min(i, len(text))
-    return len(text)
+            return i, min(end + 1, len(text))
+        i = end + 1
+    return len(text), len(text)
 
 
 # ---- commands ----------------------------------------------------------------------------------
@@ -115,7 +138,8 @@ def _scan(text, start):
     commands, current = [], None
     list_start, joined = None, False
     case_depth, in_pattern = 0, False
-    tokens = tokenize(text, start)
+    heredocs = {}
+    tokens = tokenize(text, start, heredocs)
     index = 0
     while index < len(tokens):
         token = tokens[index]
@@ -156,6 +180,8 @@ def _scan(text, start):
         if token.kind == "redir":
             target = tokens[index] if index < len(tokens) and tokens[index].kind == "word" else None
             current.redirects.append((token, target))
+            if token.start in heredocs:
+                current.heredocs.append(heredocs[token.start])
             index += target is not None
             continue
         current.words.append(token)

@@ -218,3 +218,57 @@ def test_inference_script_is_reported_as_an_inference_command(tmp_path, capsys):
     assert adapt(script, *FLAGS) == 0
     err = capsys.readouterr().err
     assert "adapted the inference command at line 1" in err and "count requests" in err
+
+
+TORCH_PROFILED = ("#!/bin/bash\nGPT_ARGS=(\n    --num-layers 2\n    --use-pytorch-profiler\n)\n"
+                  'torchrun --standalone pretrain_gpt.py "${GPT_ARGS[@]}"\n')
+
+
+def test_script_with_use_pytorch_profiler_exits_2_naming_file_line_and_fix(tmp_path, capsys):
+    script = tmp_path / "torch_profiled.sh"
+    script.write_text(TORCH_PROFILED)
+    assert adapt(script, *FLAGS) == 2
+    err = capsys.readouterr().err
+    assert f"{script}: line 6: the training command passes --use-pytorch-profiler " \
+           f"($GPT_ARGS on line 4)" in err
+    assert "--drop-use-pytorch-profiler" in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["torch_profiled.sh"]
+
+
+def test_drop_use_pytorch_profiler_writes_a_copy_without_it_and_keeps_the_original(
+        tmp_path, capsys):
+    script = tmp_path / "torch_profiled.sh"
+    script.write_text(TORCH_PROFILED)
+    before = snapshot(script)
+    assert adapt(script, "--drop-use-pytorch-profiler", *FLAGS) == 0
+    copy = tmp_path.joinpath("torch_profiled_profile.sh").read_text()
+    assert "--use-pytorch-profiler" not in copy and "    --num-layers 2\n)\n" in copy
+    assert snapshot(script) == before
+    captured = capsys.readouterr()
+    assert "-    --use-pytorch-profiler" in captured.out.splitlines()
+    assert "note: line 4: --use-pytorch-profiler (in GPT_ARGS) is left out of the copy" \
+        in captured.err
+
+
+def test_megatron_sbatch_heredoc_script_is_adapted_in_its_command_string(tmp_path, capsys):
+    source = FIXTURE.with_name("sbatch_heredoc_training_cmd.sh")
+    script = tmp_path / "sbatch_job.sh"
+    script.write_bytes(source.read_bytes().replace(b"\n", b"\r\n"))
+    assert adapt(script, *FLAGS) == 0
+    written = tmp_path.joinpath("sbatch_job_profile.sh").read_bytes()
+    assert written.count(b"\n") == written.count(b"\r\n") == source.read_text().count("\n") + 2
+    assert (b"${NSYS_PREFIX} python -m mindspeed_prof.launch ${MEGATRON_PATH}/pretrain_gpt.py "
+            b"${TRAIN_ARGS[@]} $PROFILE_ARGS\"\r\n") in written
+    assert "adapted the training command at line 28 of" in capsys.readouterr().err
+
+
+def test_refusal_names_the_script_and_gives_the_lines_to_paste(tmp_path, capsys):
+    script = tmp_path / "remote.sh"
+    script.write_text('ssh node1 "torchrun pretrain_gpt.py"\n')
+    assert adapt(script, *FLAGS) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"mindspeed-prof adapt-script: error: {script}: no training command "
+                          f"found")
+    assert "paste these two lines above the statement on line 1:" in err
+    assert "PROFILE_ARGS=(--profile --profile-step-start 3 --profile-step-end 5 " \
+           "--profile-ranks 0 1)" in err

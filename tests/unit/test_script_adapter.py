@@ -46,6 +46,12 @@ ADAPTABLE = {
                                  ({"MODEL": "bert"}, "pretrain_bert.py")],
     "mindspeed_llm_generate.sh": [({}, "inference.py")],
     "megatron_text_generation_server.sh": [({}, "tools/run_text_generation_server.py")],
+    "slurm_sh_c_tee.sh": [({}, "pretrain_gpt.py")],
+    "eval_extra_args.sh": [({}, "pretrain_gpt.py")],
+    "bash_heredoc.sh": [({}, "pretrain_gpt.py"), ({"NPROC": "2"}, "pretrain_gpt.py")],
+    "sbatch_heredoc_training_cmd.sh": [({}, "pretrain_gpt.py"),
+                                       ({"MEGATRON_PATH": "/opt/megatron"}, "pretrain_gpt.py")],
+    "sbatch_quoted_heredoc.sh": [({}, "pretrain_gpt.py")],
 }
 # Records argv (program name first) of every python/torchrun the script starts.
 STUB = """#!/bin/sh
@@ -55,6 +61,35 @@ STUB = """#!/bin/sh
 FAKE_SRUN = """#!/bin/sh
 while [ "${1#-}" != "$1" ]; do shift; done
 exec "$@"
+"""
+# ... and this sbatch runs the batch script at once and waits for it (as `sbatch --wait` does),
+# with the interpreter its #! line names, reading it from stdin unless a file is given;
+# --wrap "CMD" runs CMD under sh, as sbatch's generated script does.
+FAKE_SBATCH = """#!/bin/sh
+wrap=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --wrap=*) wrap=${1#--wrap=} ;;
+        --wrap) shift; wrap=$1 ;;
+        -?) shift ;;  # -N 2, -p part: a short option takes a value
+        -*) ;;
+        *) break ;;
+    esac
+    shift
+done
+[ -n "$wrap" ] && exec sh -c "$wrap"
+script=$(mktemp)
+cat "${1:--}" > "$script"
+interpreter=$(sed -n '1s/^#!//p' "$script")
+${interpreter:?the batch script has no #! line} "$script"
+status=$?
+rm -f "$script"
+exit $status
+"""
+# ... and this ssh runs its command here, as the remote login shell would, stdin included.
+FAKE_SSH = """#!/bin/sh
+shift
+exec sh -c "$*"
 """
 OUR_LINES = re.compile(r"^[ \t]*(# mindspeed-prof adapt-script:.*|PROFILE_ARGS=.*)\n", re.M)
 OUR_INLINE = re.compile(r"PROFILE_ARGS=\([^)]*\); ")
@@ -79,7 +114,8 @@ def run_with_stubs(tmp_path, script_text, env, shell="bash"):
     shutil.rmtree(work, ignore_errors=True)
     (work / "logs").mkdir(parents=True)
     for program, text in (("python", STUB), ("python3", STUB), ("torchrun", STUB),
-                          ("pip", STUB), ("srun", FAKE_SRUN)):
+                          ("pip", STUB), ("srun", FAKE_SRUN), ("sbatch", FAKE_SBATCH),
+                          ("ssh", FAKE_SSH)):
         (bin_dir / program).write_text(text)
         (bin_dir / program).chmod(0o755)
     script, log = work / "run.sh", tmp_path / "argv.log"
@@ -216,8 +252,8 @@ def test_unrecognizable_script_lists_every_launch_and_why_it_was_refused():
     for expected in ("line 4: python tools/preprocess_data.py (looks like data preprocessing)",
                      "line 5: python convert_ckpt.py (looks like checkpoint conversion)",
                      "line 6: torchrun evaluation.py (looks like evaluation)",
-                     "line 7: torchrun is in the string assigned to CMD, which the script never "
-                     "runs as a command"):
+                     "line 7: torchrun is in the string assigned to CMD, which is only printed "
+                     "(echo on line 8), never run"):
         assert expected in message
 
 
@@ -364,8 +400,8 @@ def test_command_string_handed_to_a_shell_in_a_container_is_adapted_but_an_echo_
     text = 'export CMD="torchrun pretrain_gpt.py"\ndocker exec -w /ws ctr bash -c "$CMD"\n'
     adapted = adapt_script(text, FLAGS).text
     assert 'export CMD="torchrun -m mindspeed_prof.launch pretrain_gpt.py $PROFILE_ARGS"' in adapted
-    with pytest.raises(ConfigError, match="is in the string assigned to CMD, which the script "
-                                          "never runs as a command"):
+    with pytest.raises(ConfigError, match=r"is in the string assigned to CMD, which is only "
+                                          r"printed \(echo on line 2\), never run"):
         adapt_script(text.replace("docker exec -w /ws ctr", "echo"), FLAGS)
 
 
@@ -466,12 +502,22 @@ def test_train_then_generate_script_adapts_training_and_names_the_inference_comm
 
 
 @pytest.mark.parametrize("text,reason", [
-    ('sbatch --wrap "torchrun pretrain_gpt.py"\n',
-     "line 1: torchrun is in an argument of sbatch, which adapt-script does not follow"),
+    ('ssh node1 "torchrun pretrain_gpt.py"\n',
+     "line 1: torchrun is in an argument of ssh, which adapt-script does not follow"),
     ("# launch: torchrun pretrain_gpt.py\n",
-     "line 1: torchrun appears only in a comment or heredoc, which the script does not run"),
+     "line 1: torchrun appears only in a comment, which the script does not run"),
+    ("cat > job.txt <<EOF\ntorchrun pretrain_gpt.py\nEOF\n",
+     "line 2: torchrun is in a heredoc given to cat on line 1, which reads it as data, not as a "
+     "script"),
     ('CMD="torchrun pretrain_gpt.py"\necho "$CMD"\n',
+     "line 1: torchrun is in the string assigned to CMD, which is only printed (echo on line 2)"),
+    ('CMD="torchrun pretrain_gpt.py"\nparallel -j 2 ::: "$CMD"\n',
+     "line 1: torchrun is in the string assigned to CMD, which is passed to parallel on line 2"),
+    ('CMD="torchrun pretrain_gpt.py"\n',
      "line 1: torchrun is in the string assigned to CMD, which the script never runs"),
+    ("bash <<EOF\necho 'unended\ntorchrun pretrain_gpt.py\nEOF\n",
+     "line 3: torchrun is in a heredoc run by bash <<EOF on line 1, whose shell syntax "
+     "adapt-script cannot follow"),
 ])
 def test_launch_words_adapt_script_cannot_reach_get_the_real_reason(text, reason):
     with pytest.raises(ConfigError, match="no training command found") as caught:
@@ -543,6 +589,8 @@ EXAMPLE_FLAGS = {  # the commands scripts/examples/README.md shows
         "--profile", "--profile-step-start", "10", "--profile-step-end", "12", "--profile-ranks",
         "0", "--profile-level", "level1", "--profile-with-cpu", "--profile-save-path",
         "./profile_llama2_7b"],
+    "megatron_lm/sbatch_pretrain_gpt.sh": ["--profile", "--profile-step-start", "10",
+                                           "--profile-step-end", "12", "--profile-ranks", "0"],
 }
 
 
@@ -551,3 +599,311 @@ def test_committed_example_copies_are_exactly_what_the_tool_writes(name):
     original = EXAMPLES / name
     copy = original.with_name(original.stem + "_profile.sh")
     assert adapt_script(original.read_text(), EXAMPLE_FLAGS[name]).text == copy.read_text()
+
+
+# ---- text pasted into other text, heredocs read as scripts ---------------------------------------
+
+PASTED = 'CMD="python -u pretrain_gpt.py --num-layers 2"\n'
+PASTED_ADAPTED = ("# mindspeed-prof adapt-script: the --profile* flags of the training command "
+                  'below.\nPROFILE_ARGS="--profile --profile-step-start 3 --profile-step-end 5 '
+                  '--profile-ranks 1"\nCMD="python -u -m mindspeed_prof.launch pretrain_gpt.py '
+                  '--num-layers 2 $PROFILE_ARGS"\n')
+
+
+@pytest.mark.parametrize("runner,extra", [
+    ('srun -l sh -c "${CMD} 2>&1 | tee logs/train.log"', []),
+    ('eval "${CMD} --seed 7"', ["--seed", "7"]),
+    ('bash -c "cd . && ${CMD} --seed 7 | tee logs/train.log"', ["--seed", "7"]),
+    ("bash <<EOF\n${CMD} 2>&1 | tee logs/train.log\nEOF", []),
+    ("sbatch <<EOF\n#!/bin/bash\nsrun ${CMD} --seed 7\nEOF", ["--seed", "7"]),
+    ('bash <<< "$CMD"', []),
+    ("ssh node1 bash -s <<EOF\ncd .\n${CMD} --seed 7\nEOF", ["--seed", "7"]),
+])
+def test_command_string_pasted_into_text_that_runs_is_adapted_in_its_assignment(
+        runner, extra, tmp_path):
+    adapted = adapt_script(PASTED + runner + "\n", FLAGS)
+    assert adapted.text == PASTED_ADAPTED + runner + "\n"
+    assert adapt_script(adapted.text, FLAGS).text == adapted.text
+    (argv,) = run_with_stubs(tmp_path, adapted.text, {})
+    assert argv == ["python", "-u", "-m", "mindspeed_prof.launch", "pretrain_gpt.py",
+                    "--num-layers", "2"] + FLAGS + extra
+
+
+def test_launch_in_a_heredoc_read_by_bash_gets_flags_the_outer_shell_pastes(tmp_path):
+    text = ("#!/bin/bash\nbash <<EOF\ncd .\nexec torchrun --standalone pretrain_gpt.py \\\n"
+            "    --num-layers 2 2>&1 | tee logs/train.log\nEOF\n")
+    adapted = adapt_script(text, FLAGS).text
+    assert adapted == (
+        "#!/bin/bash\n# mindspeed-prof adapt-script: the --profile* flags of the training "
+        'command below.\nPROFILE_ARGS="--profile --profile-step-start 3 --profile-step-end 5 '
+        '--profile-ranks 1"\nbash <<EOF\ncd .\nexec torchrun --standalone -m mindspeed_prof.launch'
+        " pretrain_gpt.py \\\n    --num-layers 2 $PROFILE_ARGS 2>&1 | tee logs/train.log\nEOF\n")
+    (argv,) = run_with_stubs(tmp_path, adapted, {})
+    assert argv[-len(FLAGS):] == FLAGS
+
+
+@pytest.mark.parametrize("reader,definition,ref", [
+    ("bash", "PROFILE_ARGS=(--profile --profile-step-start 3 --profile-step-end 5 "
+             "--profile-ranks 1)", ARRAY_REF),
+    ("sh", 'PROFILE_ARGS="--profile --profile-step-start 3 --profile-step-end 5 --profile-ranks 1"',
+     STRING_REF),
+])
+def test_heredoc_taken_as_written_gets_its_definition_inside_it(reader, definition, ref,
+                                                                tmp_path):
+    text = f"#!/bin/bash\n{reader} <<'EOF'\nset -e\ntorchrun --standalone pretrain_gpt.py --x 1\nEOF\n"
+    adapted = adapt_script(text, FLAGS).text
+    assert adapted == (f"#!/bin/bash\n{reader} <<'EOF'\nset -e\n# mindspeed-prof adapt-script: the "
+                       f"--profile* flags of the training command below.\n{definition}\n"
+                       f"torchrun --standalone -m mindspeed_prof.launch pretrain_gpt.py --x 1 "
+                       f"{ref}\nEOF\n")
+    assert adapt_script(adapted, FLAGS).text == adapted
+    (argv,) = run_with_stubs(tmp_path, adapted, {})
+    assert argv[-len(FLAGS):] == FLAGS
+
+
+def test_heredoc_handed_to_a_remote_shell_taken_as_written_gets_its_definition_inside(
+        tmp_path):
+    text = "ssh node1 bash -s <<'EOF'\nARGS=(--x 1)\ntorchrun pretrain_gpt.py \"${ARGS[@]}\"\nEOF\n"
+    adapted = adapt_script(text, FLAGS).text
+    assert adapted.startswith("ssh node1 bash -s <<'EOF'\nARGS=(--x 1)\n# mindspeed-prof")
+    (argv,) = run_with_stubs(tmp_path, adapted, {})
+    assert argv == ["torchrun", "-m", "mindspeed_prof.launch", "pretrain_gpt.py", "--x",
+                    "1"] + FLAGS
+
+
+def test_posix_heredoc_reader_refusing_a_value_names_the_heredoc_not_the_shebang():
+    text = "#!/bin/bash\nsh <<'EOF'\ntorchrun pretrain_gpt.py\nEOF\n"
+    with pytest.raises(ConfigError, match=r"a POSIX sh string variable \(the heredoc is run by "
+                                          r"sh <<'EOF' on line 2\)"):
+        adapt_script(text, FLAGS + ["--profile-save-path", "a b"])
+
+
+NASTY = ["--profile", "--profile-save-path", "/tmp/it's \"out\"/$HOME `x` \\ run 1"]
+
+
+@pytest.mark.parametrize("name", ["sbatch_heredoc_training_cmd.sh", "bash_heredoc.sh",
+                                  "slurm_sh_c_tee.sh", "eval_extra_args.sh",
+                                  "sbatch_quoted_heredoc.sh"])
+def test_any_flag_value_reaches_a_command_in_pasted_text_or_a_heredoc(name, tmp_path):
+    adapted = adapt_script(fixture_text(name), NASTY).text
+    (argv,) = run_with_stubs(tmp_path, adapted, {})
+    assert argv[argv.index("--profile"):argv.index("--profile") + 3] == NASTY
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), min_size=1))
+def test_any_value_survives_a_string_pasted_into_bash_c_inside_an_sbatch_heredoc(value):
+    text = ('CMD="python pretrain_gpt.py"\nsbatch <<EOF\n#!/bin/bash\nbash -c "${CMD}"\nEOF\n')
+    adapted = adapt_script(text, ["--profile-save-path", value]).text
+    definition = adapted.splitlines()[1]
+    job = adapted.replace("sbatch <<EOF", "bash <<EOF").replace("python ", "printf '%s\\0' ")
+    done = subprocess.run(["bash", "-c", job], capture_output=True, timeout=30)
+    assert definition.startswith("PROFILE_ARGS=")
+    assert done.stdout.decode().split("\0")[:-1] == [
+        "-m", "mindspeed_prof.launch", "pretrain_gpt.py", "--profile-save-path", value]
+
+
+def test_megatron_sbatch_shape_edits_the_command_string_not_the_batch_script():
+    adapted = adapt_script(fixture_text("sbatch_heredoc_training_cmd.sh"), FLAGS)
+    (launch,) = adapted.launches
+    assert launch.line == 28 and launch.held.where() == "bash -c on line 39"
+    assert ('${NSYS_PREFIX} python -m mindspeed_prof.launch ${MEGATRON_PATH}/pretrain_gpt.py '
+            '${TRAIN_ARGS[@]} $PROFILE_ARGS"\n') in adapted.text
+    heredoc = adapted.text[adapted.text.index("sbatch <<EOF"):]
+    assert heredoc == fixture_text("sbatch_heredoc_training_cmd.sh")[
+        fixture_text("sbatch_heredoc_training_cmd.sh").index("sbatch <<EOF"):]
+
+
+def test_line_picks_a_command_in_a_heredoc_not_named_like_training(tmp_path):
+    text = "#!/bin/bash\nsbatch <<EOF\n#!/bin/bash\nsrun python my_job.py --steps 10\nEOF\n"
+    with pytest.raises(ConfigError, match="no training command found"):
+        adapt_script(text.replace("srun ", ""), FLAGS)
+    adapted = adapt_script(text.replace("srun ", ""), FLAGS, lines=[4]).text
+    assert "python -m mindspeed_prof.launch my_job.py --steps 10 $PROFILE_ARGS\n" in adapted
+    (argv,) = run_with_stubs(tmp_path, adapted, {})
+    assert argv[-len(FLAGS):] == FLAGS
+
+
+@pytest.mark.parametrize("runner", ['sbatch -N 1 --wrap "torchrun pretrain_gpt.py --x 1"',
+                                    'sbatch --wrap="torchrun pretrain_gpt.py --x 1"'])
+def test_sbatch_wrap_string_is_adapted_where_it_is_written(runner, tmp_path):
+    adapted = adapt_script(runner + "\n", FLAGS).text
+    assert 'torchrun -m mindspeed_prof.launch pretrain_gpt.py --x 1 $PROFILE_ARGS"\n' in adapted
+    (argv,) = run_with_stubs(tmp_path, adapted, {})
+    assert argv == ["torchrun", "-m", "mindspeed_prof.launch", "pretrain_gpt.py", "--x",
+                    "1"] + FLAGS
+
+
+def test_single_quoted_string_inside_an_expanding_heredoc_gets_the_flags_pasted(tmp_path):
+    text = "sbatch <<EOF\n#!/bin/bash\nsrun bash -c 'torchrun pretrain_gpt.py --x 1'\nEOF\n"
+    adapted = adapt_script(text, FLAGS).text
+    assert "bash -c 'torchrun -m mindspeed_prof.launch pretrain_gpt.py --x 1 $PROFILE_ARGS'" \
+        in adapted
+    (argv,) = run_with_stubs(tmp_path, adapted, {})
+    assert argv[-len(FLAGS):] == FLAGS
+    with pytest.raises(ConfigError, match=r"cannot be passed through a string run by bash -c on "
+                                          r"line 3, which pastes it inside single quotes"):
+        adapt_script(text, FLAGS + ["--profile-save-path", "it's"])
+
+
+def test_crlf_heredoc_script_keeps_crlf_on_inserted_lines():
+    lf = ('#!/bin/bash\nCMD="python pretrain_gpt.py"\nsbatch <<EOF\r\n#!/bin/bash\n'
+          'bash -c "${CMD}"\nEOF\nbash <<\'EOF\'\ntorchrun pretrain_bert.py \\\n  --x 1\nEOF\n'
+          ).replace("\r\n", "\n")
+    crlf = lf.replace("\n", "\r\n")
+    adapted = adapt_script(crlf, FLAGS).text
+    assert adapted.count("\n") == adapted.count("\r\n") == lf.count("\n") + 4
+    assert adapted.replace("\r\n", "\n") == adapt_script(lf, FLAGS).text
+    assert '  --x 1 "${PROFILE_ARGS[@]}"\r\nEOF\r\n' in adapted
+
+
+def test_a_heredoc_given_to_a_script_file_is_its_input_not_a_script():
+    text = "bash train_wrapper.sh <<EOF\ntorchrun pretrain_gpt.py\nEOF\n"
+    with pytest.raises(ConfigError) as caught:
+        adapt_script(text, FLAGS)
+    assert ("line 2: torchrun is in a heredoc given to bash train_wrapper.sh on line 1: that "
+            "script reads it as its input, adapt-script does not open train_wrapper.sh"
+            in str(caught.value))
+
+
+def test_variable_set_inside_an_expanding_heredoc_is_named_as_not_followed():
+    text = 'bash <<EOF\nCMD="torchrun pretrain_gpt.py"\neval "\\$CMD"\nEOF\n'
+    with pytest.raises(ConfigError) as caught:
+        adapt_script(text, FLAGS)
+    assert ("line 2: torchrun is in the string assigned to CMD inside the heredoc run by bash "
+            "<<EOF on line 1, which the outer shell expands first; adapt-script does not follow "
+            "variables set there") in str(caught.value)
+
+
+# ---- refusals carry the way by hand --------------------------------------------------------------
+
+def test_refusal_of_a_single_quoted_string_says_what_to_write_inside_it(tmp_path):
+    text = "CMD='python -u pretrain_gpt.py --x 1'\nsrun -l sh -c \"$CMD\"\n"
+    flags = FLAGS + ["--profile-save-path", "it's here"]
+    with pytest.raises(ConfigError) as caught:
+        adapt_script(text, flags)
+    message = str(caught.value)
+    assert ("To add the flags by hand: on line 1, inside the string, write -m "
+            "mindspeed_prof.launch right before pretrain_gpt.py and, after its last argument, "
+            "the flags themselves") in message
+    pasted = message.splitlines()[-1].strip()
+    by_hand = text.replace("-u pretrain_gpt.py --x 1",
+                           f"-u -m mindspeed_prof.launch pretrain_gpt.py --x 1 {pasted}")
+    (argv,) = run_with_stubs(tmp_path, by_hand, {})
+    assert argv[-len(flags):] == flags
+
+
+def test_refusal_of_a_command_in_an_unfollowed_argument_gives_the_lines_to_paste(tmp_path):
+    text = '#!/bin/bash\nmkdir -p logs\nssh node1 "torchrun pretrain_gpt.py --x 1"\n'
+    with pytest.raises(ConfigError) as caught:
+        adapt_script(text, FLAGS)
+    lines = str(caught.value).splitlines()
+    at = lines.index("To add the flags by hand, paste these two lines above the statement on "
+                     "line 3:")
+    assert lines[at + 1:at + 3] == [
+        "    # mindspeed-prof adapt-script: the --profile* flags of the training command below.",
+        "    PROFILE_ARGS=(--profile --profile-step-start 3 --profile-step-end 5 "
+        "--profile-ranks 1)"]
+    assert ('write -m mindspeed_prof.launch right before the training script and '
+            '"${PROFILE_ARGS[@]}" after its last argument') in lines[at + 3]
+    assert 'paste PROFILE_ARGS="--profile --profile-step-start 3 --profile-step-end 5 ' \
+           '--profile-ranks 1" above that string instead and write $PROFILE_ARGS' in lines[at + 3]
+
+
+def test_way_by_hand_for_a_string_passed_to_an_unknown_program_points_at_that_command():
+    text = "PRETRAIN_EXE=./pretrain_gpt.py\n${RUNNER} ${PRETRAIN_EXE} --x 1\n"
+    with pytest.raises(ConfigError) as caught:
+        adapt_script(text, FLAGS)
+    message = str(caught.value)
+    assert ("line 1: pretrain_gpt.py is in the string assigned to PRETRAIN_EXE, which is passed "
+            "to ${RUNNER} on line 2") in message
+    assert "paste these two lines above the statement on line 2:" in message
+
+
+def test_mentions_in_comments_and_printed_strings_get_no_way_by_hand():
+    text = '# torchrun pretrain_gpt.py\nCMD="torchrun pretrain_gpt.py"\necho "$CMD"\n'
+    with pytest.raises(ConfigError) as caught:
+        adapt_script(text, FLAGS)
+    assert "by hand" not in str(caught.value)
+
+
+# ---- --use-pytorch-profiler ----------------------------------------------------------------------
+
+HOST_PROFILED = """#!/bin/bash
+GPT_ARGS=(
+    --num-layers 2
+    --use-pytorch-profiler
+    --tensorboard-dir tb
+)
+LOG_ARGS="--log-interval 1 --use-pytorch-profiler"
+torchrun --standalone pretrain_gpt.py "${GPT_ARGS[@]}" $LOG_ARGS --use-pytorch-profiler
+"""
+
+
+def test_script_passing_use_pytorch_profiler_is_refused_naming_each_place_and_the_fix():
+    with pytest.raises(ConfigError) as caught:
+        adapt_script(HOST_PROFILED, FLAGS)
+    message = str(caught.value)
+    assert message.startswith("line 8: the training command passes --use-pytorch-profiler "
+                              "($GPT_ARGS on line 4, $LOG_ARGS on line 7, the command on line 8)")
+    assert "refuses it at start-up" in message and "--drop-use-pytorch-profiler" in message
+
+
+def test_drop_use_pytorch_profiler_leaves_it_out_of_every_place_and_nothing_else(tmp_path):
+    adapted = adapt_script(HOST_PROFILED, FLAGS, drop_use_pytorch_profiler=True)
+    assert "--use-pytorch-profiler" not in adapted.text
+    expected = HOST_PROFILED.replace("    --use-pytorch-profiler\n", "").replace(
+        " --use-pytorch-profiler", "")
+    assert without_our_text(adapted.text) == expected
+    assert [n for n in adapted.notes if "--use-pytorch-profiler" in n] == [
+        "line 4: --use-pytorch-profiler (in GPT_ARGS) is left out of the copy; mindspeed_prof "
+        "writes the trace",
+        "line 7: --use-pytorch-profiler (in LOG_ARGS) is left out of the copy; mindspeed_prof "
+        "writes the trace",
+        "line 8: --use-pytorch-profiler is left out of the copy; mindspeed_prof writes the trace"]
+    assert adapt_script(adapted.text, FLAGS).text == adapted.text
+    (argv,) = run_with_stubs(tmp_path, adapted.text, {})
+    assert "--use-pytorch-profiler" not in argv and argv[-len(FLAGS):] == FLAGS
+
+
+def test_use_pytorch_profiler_in_a_command_string_and_an_extended_array_is_found():
+    text = ('ARGS=(--num-layers 2)\nARGS=("${ARGS[@]}" --use-pytorch-profiler)\n'
+            'options="--seed 1 \\\n    --use-pytorch-profiler \\\n    --lr 1"\n'
+            'run_cmd="python pretrain_gpt.py ${ARGS[*]} ${options}"\nsrun sh -c "${run_cmd}"\n')
+    with pytest.raises(ConfigError, match=r"\(\$ARGS on line 2, \$options on line 4\)"):
+        adapt_script(text, FLAGS)
+    adapted = adapt_script(text, FLAGS, drop_use_pytorch_profiler=True).text
+    assert 'ARGS=("${ARGS[@]}")\noptions="--seed 1 \\\n \\\n    --lr 1"\n' in adapted
+
+
+def test_use_pytorch_profiler_on_a_command_not_adapted_is_left_alone():
+    text = ("torchrun --standalone pretrain_gpt.py --x 1\n"
+            "torchrun --standalone evaluate_gpt.py --use-pytorch-profiler\n")
+    adapted = adapt_script(text, FLAGS).text
+    assert "evaluate_gpt.py --use-pytorch-profiler\n" in adapted
+
+
+@pytest.mark.parametrize("command", [
+    "torchrun --standalone pretrain_gpt.py \\\n    --x 1 \\\n    --use-pytorch-profiler\n",
+    "torchrun --standalone pretrain_gpt.py \\\n    --use-pytorch-profiler \\\n    --x 1\n",
+    "torchrun --standalone pretrain_gpt.py --x 1 --use-pytorch-profiler\n",
+    "GPT_ARGS=(\r\n    --x 1\r\n    --use-pytorch-profiler\r\n)\r\n"
+    'torchrun --standalone pretrain_gpt.py "${GPT_ARGS[@]}" \\\r\n    --use-pytorch-profiler\r\n',
+])
+def test_dropping_the_last_or_a_continued_word_keeps_the_command_whole(command, tmp_path):
+    newline = "\r\n" if "\r\n" in command else "\n"
+    text = command + "echo done" + newline
+    adapted = adapt_script(text, FLAGS, drop_use_pytorch_profiler=True).text
+    assert adapt_script(adapted, FLAGS).text == adapted
+    assert adapted.count("\n") == adapted.count(newline)
+    runnable = adapted.replace("\r\n", "\n").replace("echo done", "python done.py")
+    argv, done = run_with_stubs(tmp_path, runnable, {})
+    assert argv == ["torchrun", "--standalone", "-m", "mindspeed_prof.launch", "pretrain_gpt.py",
+                    "--x", "1"] + FLAGS
+    assert done == ["python", "done.py"]
+
+
+def test_the_entry_script_of_an_adapted_command_is_not_taken_for_a_passed_option():
+    text = 'ROOT=${ROOT:- --use-pytorch-profiler .}\ntorchrun --standalone ${ROOT}/pretrain_gpt.py\n'
+    once = adapt_script(text, FLAGS)
+    assert adapt_script(once.text, FLAGS).text == once.text
