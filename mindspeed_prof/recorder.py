@@ -22,7 +22,7 @@ every K units.
 
 import contextlib
 import threading
-from typing import Any, Callable, ContextManager, Iterator, Optional, Tuple
+from typing import Any, Callable, ContextManager, Iterator, Optional
 
 from . import backends, log, trigger
 from .config import ProfilerConfig
@@ -32,16 +32,12 @@ from .notices import announce_plan, config_notes, wrong_thread_words
 from .plan import LayoutOf, Plan, make_plan
 from .session import PROCESS, Session, reporting
 from .startup import check_save_path
-from .shutdown import RecorderShutdown, State
+from .shutdown import Failure, RecorderShutdown, State
 from .unit_windows import UnitWindows
 from .units import ITERATION, Unit
 from .window import StepSchedule
 
 _NO_RANGE = contextlib.nullcontext()
-
-
-Failure = Tuple[str, Optional[str]]  # (reason, detail) as exits.exit_reason gives them
-
 
 def _nothing(n: int, failure: Optional[Failure] = None) -> None:
     return None
@@ -275,73 +271,6 @@ class WindowRecorder(RecorderShutdown):
                                       f"process, and one process runs one profiler at a time; "
                                       f"give the two windows different steps or stages")
         return False
-
-    def _finish_window(self) -> None:
-        session = self._session
-        session.stop()
-        PROCESS.release(self)
-        self._stopped.set()
-        if self._units is not None:
-            self._units.session_over(self.manifest, session.schedule)
-        if self._state is State.RUNNING:
-            self._next_window()
-
-    def _next_window(self) -> None:
-        self.schedule = next(self._queue, None)
-        self._state = State.ARMED if (self.schedule or self._watcher) else State.DONE
-
-    def _gave_up(self, session: Session) -> None:
-        """A profiler call failed: profiling ends on this rank (the work goes on)."""
-        if session.backend is None:
-            self.manifest.fail_window(session.window)  # it could not even be built
-        PROCESS.release(self)
-        self._stopped.set()
-        self._state, self._queue = State.DONE, iter(())
-
-    def _stop_here(self, failure: Optional[Failure]) -> None:
-        """On the session's own thread: stop the running session now, its window cut (its unit
-        failed, or close() was asked from another thread). What ran before stays recorded."""
-        session = self._session
-        reason = failure[0] if failure is not None else self._stop_wanted or "stopped"
-        in_progress = session.in_progress()
-        session.window.mark_cut(reason, in_progress)
-        if self._units is not None:
-            self._units.cut(reason, in_progress)
-        if self._stop_wanted is not None:
-            self._queue = iter(())
-            self._state = State.DONE  # the run is ending: no session after this one
-        self._finish_window()
-        if failure is not None:
-            what = failure[1] or failure[0]
-            self.report("warning", "stop", f"{self.unit.name} {in_progress} ended early ({what});"
-                                           f" its session was stopped and kept, marked cut")
-
-    def _on_saved(self, session: Session) -> None:
-        """A window's data reached disk (from the export thread for async exports)."""
-        with self._lock:
-            if self.manifest is None:
-                return
-            window = session.window
-            for path in self.manifest.window_saved(window, session.outputs(), session.status()):
-                log.info(f"wrote {path}", rank=self.rank)
-            if self._watcher is not None and self._state is not State.RUNNING:
-                self._watcher.window_ended(window)
-
-    # -- budget ---------------------------------------------------------------------------------
-
-    def _used(self) -> int:
-        """Bytes this rank's finished windows wrote (the manifest lists them)."""
-        return self.manifest.used_bytes() if self.manifest is not None else 0
-
-    def _stop_if_over_budget(self) -> None:
-        session = self._session
-        if not self._budget.crossed(self._used(), session.outputs()):
-            return
-        recorded = session.window.recorded[-1]
-        self.report("warning", "budget", self._budget.stop_reason(self.unit, recorded))
-        session.window.mark_stopped_early("--profile-max-gb")
-        self._queue = iter(())
-        self._finish_window()
 
     # -- on-demand trigger ----------------------------------------------------------------------
 
