@@ -18,8 +18,7 @@ ENV_PREFIX = "MINDSPEED_PROF_"
 # The environment form of --profile-config: a file to read, not a value (see env_config_path).
 CONFIG_ENV = "MINDSPEED_PROF_CONFIG"
 # Variables of ours that are switches of the tool, not config knobs.
-_ENV_NOT_KNOBS = {"MINDSPEED_PROF_AUTOLOAD", "MINDSPEED_PROF_DEBUG", CONFIG_ENV,
-                  "MINDSPEED_PROF_EXPORT_FORK"}  # backends/torch_backend.py's EXPORT_FORK_ENV
+_ENV_NOT_KNOBS = {"MINDSPEED_PROF_AUTOLOAD", "MINDSPEED_PROF_DEBUG", CONFIG_ENV}
 
 
 def check_values(values, where):

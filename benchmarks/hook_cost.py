@@ -17,7 +17,7 @@ import types
 from .common import Row, figure_main, interleave, median, now_ns, spread_text
 from mindspeed_prof import ProfilerConfig, ProfilerManager
 from mindspeed_prof.patches.megatron_loop import mindspeed_prof_train_step_wrapper
-from mindspeed_prof.patches.state import state
+from .profiled import hold, release
 
 TARGET_US = 1.0
 FAR = 10**8  # a window start no loop counter here reaches
@@ -67,7 +67,7 @@ def _manager(save_dir, rank, ranks, start=FAR):
 
 def _past_window(manager, wrapped):
     """Run the (empty) window at iterations 1-2 so the manager is done with it."""
-    state.manager = manager
+    hold(manager)
     for i in range(3):
         wrapped(None, None, None, None, None, None, None, iteration=i)
     return manager
@@ -135,11 +135,11 @@ def _measure(quick, tmp):
     rows = []
     for what, make, loop, hooked, bare, base in cases:
         manager = make()
-        state.manager = manager
+        hold(manager)
         try:
             added, bare_ns = _added_ns(bare, hooked, loop, n, reps, base)
         finally:
-            state.manager = None
+            release()
             manager.close("finished")
         value = median(added) / 1000
         rows.append(Row(

@@ -28,13 +28,27 @@ def hook_window(save_dir, counter, active, analyse="async", lead=0):
                             profile_save_path=save_dir, profile_analyse=analyse)
     manager = ProfilerManager(config, rank=0, world_size=1)
     manager.arm(first_iteration=first_logged, train_iters=None)
-    state.manager = manager
+    hold(manager)
     return manager
+
+
+def hold(manager):
+    """Hand the hooks a driver as a profiled ``train()`` does: idle ranks keep the null one."""
+    from mindspeed_prof.drivers.base import NULL_DRIVER
+
+    state.manager = NULL_DRIVER if manager.idle else manager
+    state.training = True
+
+
+def release():
+    from mindspeed_prof.drivers.base import NULL_DRIVER
+
+    state.manager, state.training = NULL_DRIVER, False
 
 
 def end_hook_window(manager):
     """``train()``'s finally: wait for the export, write the manifest, forget the manager."""
-    state.manager = None
+    release()
     manager.close("finished")
 
 

@@ -4,8 +4,7 @@ A diagnostic, not part of the table: the same windows as figure 4 (or, with ``--
 7's 6-step shapes + stack windows on its bigger model), with the functions that run at the
 window's end timed per call and per thread (main thread = time the training loop waits).
 Prints milliseconds per window, medians over the windows. Ways: ``async`` (default: export
-thread), ``fork`` (``MINDSPEED_PROF_EXPORT_FORK=1``: its export runs in another process and
-shows only as the fork), ``sync`` and a hand-written loop.
+thread), ``sync`` and a hand-written loop.
 """
 
 import argparse
@@ -20,7 +19,7 @@ import time
 import torch.autograd.profiler as autograd_profiler
 import torch.profiler.profiler as torch_profiler
 
-from mindspeed_prof import manager as manager_module
+from mindspeed_prof import recorder as recorder_module
 from mindspeed_prof import manifest as manifest_module
 from mindspeed_prof.backends import torch_backend
 
@@ -32,10 +31,9 @@ from .window_end import ACTIVE
 PHASES = [
     (torch_profiler._KinetoProfile, "stop_trace", "torch: stop kineto, collect events"),
     (autograd_profiler, "_disable_profiler", "torch: of which kineto result building"),
-    (torch_backend.TorchBackend, "_export_in_child", "backend: fork the export process"),
     (torch_profiler._KinetoProfile, "export_chrome_trace", "torch: write the chrome trace"),
     (torch_backend.TorchBackend, "_on_trace_ready", "backend: trace-ready callback"),
-    (manager_module.ProfilerManager, "_on_saved", "manager: file list + status"),
+    (recorder_module.WindowRecorder, "_on_saved", "recorder: file list + status"),
     (manifest_module.Manifest, "save", "manifest: write JSON"),
 ]
 _records = []
@@ -73,10 +71,9 @@ def main(windows=6, lead=4, stack=False):
             model.step(bare, counter)
             counter += 1
         for i in range(windows):
-            for mode in ("async", "fork", "sync", "hand"):
+            for mode in ("async", "sync", "hand"):
                 _records.clear()
                 save = os.path.join(tmp, f"{mode}{i}")
-                os.environ[torch_backend.EXPORT_FORK_ENV] = "1" if mode == "fork" else "0"
                 if mode == "hand":
                     os.makedirs(save)
                     trace = os.path.join(save, "rank0.pt.trace.json")
@@ -89,7 +86,7 @@ def main(windows=6, lead=4, stack=False):
                 else:
                     manager = hook_window(save, counter, ACTIVE,
                                           analyse="sync" if mode == "sync" else "async",
-                                          lead=lead)  # "fork": async with the env switch
+                                          lead=lead)
                 for j in range(lead + 1 + active + 1):
                     start = time.perf_counter_ns()
                     window_end_stack.window_step(model, j, lead, counter, wrapped,
@@ -110,7 +107,6 @@ def main(windows=6, lead=4, stack=False):
                 per_mode.setdefault(mode, []).append(totals)
                 shutil.rmtree(save, ignore_errors=True)
     finally:
-        os.environ.pop(torch_backend.EXPORT_FORK_ENV, None)
         model.close()
         shutil.rmtree(tmp, ignore_errors=True)
     for mode, runs in per_mode.items():

@@ -8,7 +8,6 @@ CPU) so that the trace's cost relative to a step is the one measured on the CPU 
 
 * ``thread``: mindspeed_prof's default (``async``): the trace is written by a thread of the
   rank (kineto's save holds the GIL, so it mostly stalls the loop anyway);
-* ``fork``: the same with ``MINDSPEED_PROF_EXPORT_FORK=1``: written by a forked child;
 * ``hand``: a hand-written ``torch.profiler`` loop exporting from ``on_trace_ready``.
 
 Per window: the window-end step (the profiler stops and the trace is handed to the exporter)
@@ -23,25 +22,22 @@ import tempfile
 
 import torch
 
-from mindspeed_prof.backends.torch_backend import EXPORT_FORK_ENV
 
 from .common import Row, clocks_ns, figure_main, interleave_all, median, since_ns, spread_text
 from .model import TinyGPT
-from .profiled import end_hook_window, hooked
+from .profiled import hold, hooked, release
 
 TARGET = 1.5
 ACTIVE = 6
 BIG = ["--hidden-size", "512", "--ffn-hidden-size", "2048", "--seq-length", "256",
        "--max-position-embeddings", "256"]
 LABELS = {"thread": "async, trace written by a thread (default)",
-          "fork": "async, trace written by a forked child, MINDSPEED_PROF_EXPORT_FORK=1",
           "hand": "hand-written torch.profiler, reference"}
 
 
 def _window(save_dir, counter, lead):
     """A manager whose shapes+stack window warms up at loop counter ``counter + lead``."""
     from mindspeed_prof import ProfilerConfig, ProfilerManager
-    from mindspeed_prof.patches.state import state
 
     start = counter + 1 + lead + 1
     config = ProfilerConfig(profile=True, profile_step_start=start,
@@ -50,7 +46,7 @@ def _window(save_dir, counter, lead):
                             profile_with_stack=True)
     manager = ProfilerManager(config, rank=0, world_size=1)
     manager.arm(first_iteration=counter + 1, train_iters=None)
-    state.manager = manager
+    hold(manager)
     return manager
 
 
@@ -102,7 +98,6 @@ def measure(quick=False):
                 os.makedirs(save)
                 prof = _hand(os.path.join(save, "rank0.pt.trace.json"))
             else:
-                os.environ[EXPORT_FORK_ENV] = "1" if mode == "fork" else "0"
                 manager = _window(save, counter, lead)
             walls, cpus, faults = [], [], []
             for j in range(lead + 1 + ACTIVE + after):
@@ -116,8 +111,7 @@ def measure(quick=False):
             if mode == "hand":
                 prof.stop()
             else:
-                from mindspeed_prof.patches.state import state
-                state.manager = None
+                release()
                 manager.close("finished")  # waits for the export
             end = lead + ACTIVE  # the step whose end stops the profiler
             normal_wall, normal_cpu = median(walls[:lead]), median(cpus[:lead])
@@ -139,15 +133,14 @@ def measure(quick=False):
         for _ in range(3):
             model.step(bare, counter)
             counter += 1
-        series = interleave_all([run("thread"), run("fork"), run("hand")], windows,
+        series = interleave_all([run("thread"), run("hand")], windows,
                                 warmup=0 if quick else 1)
     finally:
-        os.environ.pop(EXPORT_FORK_ENV, None)
         model.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
     rows = []
-    for mode, runs in zip(("thread", "fork", "hand"), series):
+    for mode, runs in zip(("thread", "hand"), series):
         default = mode == "thread"
         context = (f"{len(runs)} windows of {ACTIVE} recorded steps, shapes + stack; normal step "
                    f"{median([r['normal_ms'] for r in runs]):.0f} ms wall, "

@@ -13,6 +13,9 @@
 
 import os
 import re
+from typing import Optional, Tuple
+
+from .units import UNITS, Unit
 
 MANIFEST_TEMPLATE = "profile_manifest_rank{rank}.json"
 # profile_manifest_rank{R}.{run}.json: another job's manifest already had the plain name
@@ -23,7 +26,20 @@ ASCEND_PT_SUFFIX = "_ascend_pt"
 ASCEND_OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 PROFILER_INFO_RE = re.compile(r"^profiler_info(?:_(\d+))?\.json$")
 WINDOW_DIR_TEMPLATE = "{prefix}_{first}-{last}"
-WINDOW_DIR_RE = re.compile(r"^(?:iter|req|step)_(\d+)-(\d+|end|-1)$")
+# Every unit's folder prefix (units.py owns them): a new unit is one entry there, not an edit here.
+WINDOW_DIR_RE = re.compile(r"^(" + "|".join(re.escape(u.prefix) for u in UNITS.values())
+                           + r")_(\d+)-(\d+|end|-1)$")
+
+
+def parse_window_dir(name: str) -> Optional[Tuple[Unit, int, int]]:
+    """``req_2-3`` -> (REQUEST, 2, 4): a window folder's unit and ``[start, end)`` (end -1: open,
+    written ``end``); None for any other name."""
+    match = WINDOW_DIR_RE.match(name)
+    if match is None:
+        return None
+    unit = next(u for u in UNITS.values() if u.prefix == match.group(1))
+    last = match.group(3)
+    return unit, int(match.group(2)), -1 if last in ("end", "-1") else int(last) + 1
 
 
 def worker_name(rank, role=None):

@@ -9,26 +9,17 @@ the torch part holds the GIL, kineto's save even through its file I/O (a save in
 FIFO stalled the main thread for the whole 2 s), so the export thread (``--profile-analyse
 async``) takes almost nothing off the training loop.
 
-``MINDSPEED_PROF_EXPORT_FORK=1`` (Linux, CPU traces) writes async traces from a forked child
-instead: slow or stalled storage then never holds the rank. It is not the default because on CPU
-training it saves nothing over the three iterations around the window end (measured, figure 7):
-the rank still frees the result (~0.4 s for 100 MB, under the GIL), the fork copies page tables
-(25-75 ms) and the next step pays copy-on-write (parameters, gradients, optimizer state). A
-thread waits for the child and reports as the in-process export does (``wait()``, ``on_saved``,
-the manifest's ``parsing``/``complete``); the child blocks SIGTERM/SIGINT (torchrun signals the
-whole group; the parent decides how long to wait) and writes a byte-identical trace. The stop
-itself cannot leave the training thread: torch has no way to end a session without building its
-results, and it must run on the thread that started it.
+A forked-child export (for slow storage) was tried and removed: on CPU training it saved
+nothing over the iterations around the window end (BENCHMARKS.md figure 7: the rank still frees
+the result under the GIL, the fork copies page tables, the next step pays copy-on-write), and it
+was never measured on a GPU. The stop itself cannot leave the training thread: torch has no way
+to end a session without building its results, and it must run on the thread that started it.
 
-CUDA: the stop also synchronises the device and drains CUPTI's buffers; the fork is not offered
-with CUDA activity (kineto may query the device while saving, which a forked child must not do;
-not verified on a GPU). NPU: see ``npu.py``; torch_npu's stop flushes raw data, and with
+CUDA: the stop also synchronises the device and drains CUPTI's buffers. NPU: see ``npu.py``; torch_npu's stop flushes raw data, and with
 ``async`` its parse runs in torch_npu's own child process.
 """
 
 import os
-import signal
-import sys
 import threading
 import time
 import warnings
@@ -60,40 +51,6 @@ def _activities():
     return activities
 
 
-# 1: async traces are written by a forked child (for slow storage, see above); else by a thread.
-EXPORT_FORK_ENV = "MINDSPEED_PROF_EXPORT_FORK"
-
-
-def _may_fork_export(activities):
-    """Whether the trace of a window recording ``activities`` may be written by a forked child.
-
-    Linux only (fork with threads is unsafe on macOS; Windows has none), and CPU traces only:
-    with CUDA activity kineto may still query the device while saving, which a forked child
-    must not do (unverified on a GPU, so not done)."""
-    return (sys.platform.startswith("linux") and hasattr(os, "fork")
-            and os.environ.get(EXPORT_FORK_ENV) == "1"
-            and list(activities) == [torch.profiler.ProfilerActivity.CPU])
-
-
-def _export_and_exit(prof, path, read_end, write_end):
-    """The forked child: save the trace, tell the parent what failed, never return."""
-    code = 1
-    try:
-        os.close(read_end)
-        # torchrun signals the whole process group: the parent decides how long to wait for us.
-        # Blocked (never delivered, dropped at _exit) rather than ignored: works on any thread.
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
-        prof.export_chrome_trace(path)
-        code = 0
-    except BaseException as exc:  # noqa: BLE001 - reported by the parent
-        try:
-            os.write(write_end, (str(exc) or type(exc).__name__).encode()[:4096])
-        except BaseException:  # noqa: BLE001
-            pass
-    finally:
-        os._exit(code)  # no atexit, no flush of buffers copied from the parent
-
-
 class TorchBackend(Backend):
     name = "torch"
 
@@ -104,7 +61,6 @@ class TorchBackend(Backend):
         self._stopped = False
         self._paths = []
         self._threads = []
-        self._fork_export = False
         self.never_ran = None  # a ProfilerStep opened for a unit that did not run: left out
 
     @property
@@ -121,10 +77,8 @@ class TorchBackend(Backend):
             schedule = torch.profiler.schedule(wait=s.wait, warmup=s.warmup, active=s.active,
                                                repeat=s.repeat, skip_first=s.skip_first)
         config = self.config
-        activities = _activities()
-        self._fork_export = _may_fork_export(activities)
         self._prof = torch.profiler.profile(
-            activities=activities, schedule=schedule, on_trace_ready=self._on_trace_ready,
+            activities=_activities(), schedule=schedule, on_trace_ready=self._on_trace_ready,
             record_shapes=config.profile_record_shapes, profile_memory=config.profile_with_memory,
             with_stack=config.profile_with_stack, with_flops=config.profile_with_flops,
             with_modules=config.profile_with_modules)
@@ -162,8 +116,6 @@ class TorchBackend(Backend):
         if self.config.profile_analyse == "sync":
             self._export(prof, path)
             return
-        if self._fork_export and self._export_in_child(prof, path):
-            return
         thread = threading.Thread(target=self._export, args=(prof, path),
                                   name=f"mindspeed_prof-export-rank{self.rank}", daemon=False)
         self._threads.append(thread)
@@ -176,55 +128,6 @@ class TorchBackend(Backend):
         except Exception as exc:  # noqa: BLE001 - a failed export must not end the training
             error = str(exc)
         self._finish_export(path, error)
-
-    def _export_in_child(self, prof, path):
-        """Write the trace from a forked copy of this process; False when it cannot fork.
-
-        The child owns the only work left (kineto's JSON save, which holds the GIL and so
-        stalls every thread here); this process goes on at once and a thread waits for it."""
-        read_end, write_end = os.pipe()
-        try:
-            with warnings.catch_warnings():  # Python 3.12+: "multi-threaded, fork() may deadlock"
-                warnings.simplefilter("ignore", DeprecationWarning)
-                pid = os.fork()
-        except OSError as exc:
-            os.close(read_end)
-            os.close(write_end)
-            self.report("warning", "export", f"could not start the export process ({exc}); "
-                                             f"writing the trace from this process instead")
-            return False
-        if pid == 0:
-            _export_and_exit(prof, path, read_end, write_end)
-        os.close(write_end)
-        thread = threading.Thread(target=self._reap, args=(pid, read_end, path),
-                                  name=f"mindspeed_prof-export-rank{self.rank}", daemon=False)
-        self._threads.append(thread)
-        thread.start()
-        return True
-
-    def _reap(self, pid, read_end, path):
-        try:
-            _, status = os.waitpid(pid, 0)
-        except ChildProcessError:  # reaped by someone else (SIGCHLD ignored): it has ended
-            status = None
-        # Read only once the child has ended: a process another thread forked meanwhile may
-        # hold the pipe's write end open for its whole life.
-        os.set_blocking(read_end, False)
-        try:
-            said = os.read(read_end, 4096).decode(errors="replace")  # the child's error, if any
-        except OSError:
-            said = ""
-        finally:
-            os.close(read_end)
-        if status is None:
-            self._finish_export(path, said or None)  # judged by the file
-            return
-        code = os.waitstatus_to_exitcode(status)
-        if code < 0:
-            said = f"the export process died of signal {-code}"
-        elif code and not said:
-            said = f"the export process exited with status {code}"
-        self._finish_export(path, said if code else None)
 
     def _finish_export(self, path, error):
         try:

@@ -15,7 +15,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from ..layout import ASCEND_PT_SUFFIX, MANIFEST_RE, TORCH_TRACE_RE, WINDOW_DIR_RE
+from ..layout import ASCEND_PT_SUFFIX, MANIFEST_RE, TORCH_TRACE_RE, parse_window_dir
 from ..manifest import read_manifest
 from . import profinfo
 from .errors import CorruptFile
@@ -96,10 +96,9 @@ def _walk(root, found):
 def _window(path, root):
     rel = os.path.relpath(os.path.dirname(path), root)
     for part in reversed(rel.split(os.sep)):
-        match = WINDOW_DIR_RE.match(part)
-        if match:
-            last = match.group(2)
-            return int(match.group(1)), -1 if last in ("end", "-1") else int(last) + 1
+        parsed = parse_window_dir(part)
+        if parsed is not None:
+            return parsed[1], parsed[2]
     return None
 
 

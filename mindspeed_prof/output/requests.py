@@ -8,13 +8,13 @@ several requests, of all of them: the row says so).
 """
 
 import os
-import re
 
 from . import jsonstream
 from .errors import CorruptFile
+from ..layout import parse_window_dir
+from ..units import REQUEST
 from .tracescan import STEP_PREFIX, step_number, to_float
 
-REQUEST_DIR_RE = re.compile(r"^req_(\d+)-(\d+|end)$")
 FORWARD_RANGES = ("prefill", "decode")
 TOP_OPS = 3
 # torch_npu's timeline, where the record_function ranges of a capture land
@@ -23,7 +23,8 @@ NPU_TIMELINE = os.path.join("ASCEND_PROFILER_OUTPUT", "trace_view.json")
 
 def in_request_folder(rel):
     """True when a capture lies under a ``req_…/`` folder."""
-    return any(REQUEST_DIR_RE.match(part) for part in rel.split(os.sep)[:-1])
+    return any((parse_window_dir(part) or (None,))[0] is REQUEST
+               for part in rel.split(os.sep)[:-1])
 
 
 def request_rows(backend, path, rel, partial):
