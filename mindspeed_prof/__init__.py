@@ -22,9 +22,9 @@ def __getattr__(name):
     if name == "ProfilerConfig":
         from .config import ProfilerConfig
         return ProfilerConfig
-    if name == "ProfilerManager":
-        from .drivers.training import ProfilerManager
-        return ProfilerManager
+    if name in ("ProfilerManager", "TrainingDriver"):
+        from .drivers import training
+        return getattr(training, name)
     if name == "profile":
         from .loop import profile
         return profile
@@ -34,4 +34,5 @@ def __getattr__(name):
     raise AttributeError(f"module 'mindspeed_prof' has no attribute {name!r}")
 
 
-__all__ = ["ProfilerConfig", "ProfilerManager", "profile", "role_profiler", "__version__"]
+__all__ = ["ProfilerConfig", "ProfilerManager", "TrainingDriver", "profile", "role_profiler",
+           "__version__"]

@@ -78,7 +78,7 @@ class _Tee:
 
 # Every tee ever installed, kept alive: if other code replaces sys.stdout after us, a print on
 # another thread may still hold a borrowed pointer to our tee, which must never be freed.
-_KEPT = []
+_KEPT: list = []
 
 
 def _installed(name: str):

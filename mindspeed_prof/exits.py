@@ -51,7 +51,7 @@ class ExitEvents:
 
     def as_dict(self) -> dict:
         """The manifest's ``exit_events``: only what happened."""
-        out = {}
+        out: dict = {}
         if self.signals:
             out["signals"] = list(self.signals)
         if self.children_ended:
@@ -154,7 +154,7 @@ class FlushOnExit:
         ``wait(timeout) -> bool`` waits for a background export that outlives ``close``."""
         self._close = close
         self._wait = wait
-        self._pid = None
+        self._pid: Optional[int] = None
 
     def install(self) -> None:
         self._pid = os.getpid()
@@ -240,8 +240,9 @@ def _hold_signals(events: ExitEvents) -> dict:
 
         signal.signal(signum, hold)
     sigchld = getattr(signal, "SIGCHLD", None)
-    if sigchld is not None and signal.getsignal(sigchld) is not None:
-        saved[sigchld] = signal.getsignal(sigchld)
+    chld_handler = signal.getsignal(sigchld) if sigchld is not None else None
+    if sigchld is not None and chld_handler is not None:
+        saved[sigchld] = chld_handler
         signal.signal(sigchld, lambda received, frame: _note_children(events))
     return saved
 
@@ -276,7 +277,7 @@ def _note_children(events: ExitEvents) -> None:
 
 
 def _children() -> List[int]:
-    pids = []
+    pids: List[int] = []
     try:
         tasks = os.listdir("/proc/self/task")
     except OSError:

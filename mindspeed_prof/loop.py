@@ -11,14 +11,21 @@ Iterations are 1-based like Megatron's log; ``first_iteration`` is where a resum
 Rank and world size default to torch.distributed (when initialised) or torchrun's environment.
 """
 
+from typing import Any, Literal, Optional
+
+from .config import ProfilerConfig
+from .drivers.training import TrainingDriver
 from .environment import rank_from_env
 from .exits import exit_reason
-from .drivers.training import ProfilerManager
 
 
 class profile:
-    def __init__(self, config, *, train_iters=None, first_iteration=1, exit_interval=None,
-                 rank=None, world_size=None, parallel=None):
+    """The profiler of a plain loop (see the module docstring); a context manager."""
+
+    def __init__(self, config: ProfilerConfig, *, train_iters: Optional[int] = None,
+                 first_iteration: int = 1, exit_interval: Optional[int] = None,
+                 rank: Optional[int] = None, world_size: Optional[int] = None,
+                 parallel: Optional[dict] = None) -> None:
         self.config = config
         self.train_iters, self.first_iteration = train_iters, first_iteration
         self.exit_interval = exit_interval
@@ -28,14 +35,14 @@ class profile:
         self.local_rank = local_rank
         self.parallel = parallel
         self.iteration = first_iteration
-        self.manager = None
+        self.manager: Optional[TrainingDriver] = None
 
-    def __enter__(self):
+    def __enter__(self) -> "profile":
         if self.manager is not None:
             # A second run would write over the first run's manifest and traces.
             raise RuntimeError("this mindspeed_prof.profile object has already run; create a new "
                                "mindspeed_prof.profile(...) for each profiled loop.")
-        manager = ProfilerManager(self.config, rank=self.rank, world_size=self.world_size,
+        manager = TrainingDriver(self.config, rank=self.rank, world_size=self.world_size,
                                   local_rank=self.local_rank, parallel=self.parallel)
         manager.arm(first_iteration=self.first_iteration, train_iters=self.train_iters,
                     exit_interval=self.exit_interval)
@@ -43,7 +50,7 @@ class profile:
         self.manager.step_begin(self.iteration)
         return self
 
-    def step(self):
+    def step(self) -> None:
         """The current iteration finished; the next one begins."""
         if self.manager is None or self.manager.closed:
             raise RuntimeError("profile.step() was called outside its `with` block; call it "
@@ -52,8 +59,10 @@ class profile:
         self.iteration += 1
         self.manager.step_begin(self.iteration)
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         reason, detail = exit_reason(exc_type, exc)
+        if self.manager is None:
+            return False
         if exc_type is None:
             # The loop ended after its last step(): the iteration that step() began never ran,
             # so no ProfilerStep may stand for it.

@@ -53,7 +53,7 @@ import re
 import socket
 import threading
 import time
-from typing import Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 from . import log
 from .budget import used_bytes
@@ -83,7 +83,7 @@ def job_run_id(env=None):
 
 # Manifests an open recorder of this process writes: a second recorder for the same rank and
 # save path (a role's profiler created twice) would rewrite the first one's and orphan its trace.
-_LIVE = set()
+_LIVE: set = set()
 _LIVE_LOCK = threading.Lock()
 
 
@@ -180,14 +180,14 @@ class Manifest:
         self.save()
 
     def add_window(self, start: int, end: Optional[int], directory: str = ".") -> WindowEntry:
-        window = {"start": start, "end": end, "dir": directory, "status": "running",
+        window: Dict[str, Any] = {"start": start, "end": end, "dir": directory, "status": "running",
                   "iterations_recorded": [], "files": []}
         self.data["windows"].append(window)
         self.save()
         return WindowEntry(window)
 
     def add_planned(self, start: int, end: Optional[int]) -> PlannedWindow:
-        planned = {"start": start, "end": end, "status": "running", "recorded": [],
+        planned: Dict[str, Any] = {"start": start, "end": end, "status": "running", "recorded": [],
                    "skipped": [], "refused": []}
         self.data.setdefault("planned", []).append(planned)
         self.save()

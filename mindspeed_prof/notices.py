@@ -65,7 +65,8 @@ def short_ranks(selected) -> str:
 
 def spans(numbers) -> str:
     """``[2, 3, 4, 7]`` -> ``2-4,7``: units as messages name them."""
-    parts, run = [], []
+    parts: list = []
+    run: list = []
     for n in sorted(numbers):
         if run and n == run[-1] + 1:
             run.append(n)

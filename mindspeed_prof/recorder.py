@@ -63,7 +63,7 @@ class WindowRecorder(RecorderShutdown):
         self.closed = False
         self.schedule: Optional[StepSchedule] = None  # the next (or running) session's
         self.manifest: Optional[Manifest] = None
-        self.backend_name: Optional[str] = None
+        self.backend_name = ""  # chosen below, once, where this rank has anything to do
         self._queue: Iterator[StepSchedule] = iter(())
         self._session: Optional[Session] = None
         self._windows_opened = 0

@@ -10,7 +10,7 @@ its whole life is in ``recorder.py``, its end here.
 
 import enum
 import threading
-from typing import Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Tuple
 
 from . import log
 from .exits import final_flush
@@ -18,7 +18,15 @@ from .layout import manifest_path
 from .manifest import release_for_recorder
 from .manifest_entries import PlannedWindow
 from .notices import session_cut_words
+from .exits import FlushOnExit
+from .manifest import Manifest
 from .session import PROCESS, Session
+from .trigger import TriggerWatcher
+from .unit_windows import UnitWindows
+from .window import StepSchedule
+
+if TYPE_CHECKING:
+    from .plan import Plan
 
 Failure = Tuple[str, Optional[str]]  # (reason, detail) as exits.exit_reason gives them
 
@@ -40,6 +48,32 @@ class RecorderShutdown:
     """The ending half of ``WindowRecorder`` (its attributes are the recorder's): how a
     session ends (its last unit, a failure, the budget, a stop asked from another thread) and
     how the recorder ends."""
+
+    # What this half reads and writes of the recorder (set in WindowRecorder.__init__).
+    plan: "Plan"
+    closed: bool
+    schedule: Optional[StepSchedule]
+    manifest: Optional[Manifest]
+    _queue: Iterator[StepSchedule]
+    _session: Optional[Session]
+    _state: State
+    _windows_opened: int
+    _lock: threading.Lock
+    _flush: FlushOnExit
+    _watcher: Optional[TriggerWatcher]
+    _budget: Any
+    _stop_wanted: Optional[str]
+    _stopped: threading.Event
+    _units: Optional[UnitWindows]
+    _last_begun: Optional[int]
+    _failure: Optional[Failure]
+    _on_final_manifest: Optional[Callable[[Manifest], None]]
+
+    def report(self, kind: str, phase: str, message: str) -> None:
+        raise NotImplementedError  # WindowRecorder's
+
+    def describe(self) -> str:
+        raise NotImplementedError  # WindowRecorder's
 
     def _finish_window(self) -> None:
         session = self._session
@@ -78,7 +112,7 @@ class RecorderShutdown:
         self._finish_window()
         if failure is not None:
             what = failure[1] or failure[0]
-            self.report("warning", "stop", f"{self.unit.name} {in_progress} ended early ({what});"
+            self.report("warning", "stop", f"{self.plan.unit.name} {in_progress} ended early ({what});"
                                            f" its session was stopped and kept, marked cut")
 
     def _on_saved(self, session: Session) -> None:
@@ -88,7 +122,7 @@ class RecorderShutdown:
                 return
             window = session.window
             for path in self.manifest.window_saved(window, session.outputs(), session.status()):
-                log.info(f"wrote {path}", rank=self.rank)
+                log.info(f"wrote {path}", rank=self.plan.rank)
             if self._watcher is not None and self._state is not State.RUNNING:
                 self._watcher.window_ended(window)
 
@@ -101,7 +135,7 @@ class RecorderShutdown:
         if not self._budget.crossed(self._used(), session.outputs()):
             return
         recorded = session.window.recorded[-1]
-        self.report("warning", "budget", self._budget.stop_reason(self.unit, recorded))
+        self.report("warning", "budget", self._budget.stop_reason(self.plan.unit, recorded))
         session.window.mark_stopped_early("--profile-max-gb")
         self._queue = iter(())
         self._finish_window()
@@ -143,7 +177,7 @@ class RecorderShutdown:
                 PROCESS.release(self)
                 self._state = State.DONE
                 if self.manifest is not None:
-                    release_for_recorder(manifest_path(self.save_path, self.rank))
+                    release_for_recorder(manifest_path(self.plan.save_path, self.plan.rank))
 
     def _close_running_window(self, reason: str, wait_timeout: Optional[float]) -> None:
         session = self._session
@@ -158,11 +192,11 @@ class RecorderShutdown:
             self._state = State.DONE
             session.abandon()
             recorded = list(session.window.recorded)
-            self.report("error", "stop", f"{self.unit.owner} ended ({reason}) while "
+            self.report("error", "stop", f"{self.plan.unit.owner} ended ({reason}) while "
                                          f"{self.describe()}'s session was running on thread "
                                          f"{session.thread}; it cannot be stopped from thread "
                                          f"{threading.get_ident()} and its own thread did not "
-                                         f"stop it within {grace:g} s, so {self.unit.plural} "
+                                         f"stop it within {grace:g} s, so {self.plan.unit.plural} "
                                          f"{recorded or 'in progress'} were not written")
             return
         if not (reason == "finished" and session.schedule.end is None):
@@ -173,7 +207,7 @@ class RecorderShutdown:
         if self._units is None:
             window = session.window
             self.report("warning", "stop", session_cut_words(
-                self.unit, reason, window.recorded, window.start, bool(session.outputs())))
+                self.plan.unit, reason, window.recorded, window.start, bool(session.outputs())))
 
     def _close_planned(self, reason: str) -> None:
         """A planned window of per-unit sessions still open when the run ends is cut."""
@@ -193,16 +227,18 @@ class RecorderShutdown:
 
     def _finish_manifest(self, reason: str, detail: Optional[str], events: dict) -> None:
         manifest = self.manifest
+        if manifest is None:
+            return
         manifest.set_exit(reason, detail, events)
         if self._on_final_manifest is not None:
             self._on_final_manifest(manifest)
-        if not self._windows_opened and not self.polling:
+        if not self._windows_opened and not self.plan.polling:
             manifest.mark_nothing_profiled()
             planned = self.plan.windows
             start = self.schedule.start if self.schedule else (
-                planned[0].start if planned else self.config.profile_step_start)
-            self.report("warning", "stop", f"{self.unit.owner} ended ({reason}) before "
-                                           f"{self.unit.name} {start}; nothing was profiled")
+                planned[0].start if planned else self.plan.config.profile_step_start)
+            self.report("warning", "stop", f"{self.plan.unit.owner} ended ({reason}) before "
+                                           f"{self.plan.unit.name} {start}; nothing was profiled")
         elif self._session is not None:
             self._on_saved(self._session)
         manifest.save()

@@ -9,7 +9,7 @@ import importlib.abc
 import sys
 import threading
 
-_callbacks = {}
+_callbacks: dict = {}  # module name -> callbacks to run once it is imported
 _lock = threading.RLock()
 
 

@@ -21,7 +21,7 @@ def remove_step(path: str, step: int) -> bool:
     removed = False
     try:
         with open(path, encoding="utf-8") as source, open(tmp, "w", encoding="utf-8") as out:
-            held = []  # the last complete block, written once the next one is known
+            held: list = []  # the last complete block, written once the next one is known
             block = None
             for line in source:
                 if block is None:

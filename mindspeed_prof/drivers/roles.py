@@ -25,7 +25,7 @@ step; without ``profile_stages`` only the step's first block is recorded.
 
 import operator
 import threading
-from typing import Any, ContextManager, Dict, Optional
+from typing import Any, ContextManager, Dict, Literal, Optional
 
 from .. import layout
 from ..config import ProfilerConfig
@@ -176,7 +176,7 @@ class RLStepDriver:
     def __enter__(self) -> "RLStepDriver":
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         self.close(*exit_reason(exc_type, exc))
         return False
 
@@ -217,13 +217,14 @@ class _Step:
     __slots__ = ("owner", "number", "recorder")
 
     def __init__(self, owner: RLStepDriver, number: int) -> None:
-        self.owner, self.number, self.recorder = owner, number, None
+        self.owner, self.number = owner, number
+        self.recorder: Optional[WindowRecorder] = None
 
     def __enter__(self) -> "_Step":
         self.recorder = self.owner._enter(self.number)
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         failure = exit_reason(exc_type, exc) if exc_type is not None else None
         self.owner._leave(self.number, failure, self.recorder)
         return False
@@ -235,7 +236,8 @@ class _StageSession:
     __slots__ = ("recorder", "number", "label", "range")
 
     def __init__(self, recorder: WindowRecorder, number: int, label: str) -> None:
-        self.recorder, self.number, self.label, self.range = recorder, number, label, None
+        self.recorder, self.number, self.label = recorder, number, label
+        self.range: ContextManager[Any] = _NOTHING
 
     def __enter__(self) -> "_StageSession":
         self.recorder.begin(self.number)
@@ -243,7 +245,7 @@ class _StageSession:
         self.range.__enter__()
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         try:
             self.range.__exit__(exc_type, exc, tb)
         finally:
