@@ -45,7 +45,42 @@ def config_from_args(args, argv=None, environ=None):
     raw_ranks = argv_tools.rank_tokens(argv)
     if raw_ranks is not None:
         values["profile_ranks"] = raw_ranks
+    _one_window_rule(values, origin, typed, rank=getattr(args, "rank", 0) or 0)
     return build_config(values, origin)
+
+
+_START_END = ("profile_step_start", "profile_step_end")
+
+
+def _layer(key, origin, typed):
+    """Where a knob's value came from, highest first: 3 command line, 2 environment, 1 YAML,
+    0 not given (the parser's default)."""
+    if key in typed:
+        return 3
+    where = origin.get(key)
+    return 0 if where is None else 2 if where == "environment" else 1
+
+
+def _one_window_rule(values, origin, typed, rank=0):
+    """``--profile-steps`` and ``--profile-step-start/-end`` both choose the window: the one
+    given at the higher level wins (command line > environment > YAML), as every knob does; at
+    the same level ``--profile-steps`` replaces start/end, as documented. Said, never silent."""
+    steps = _layer("profile_steps", origin, typed)
+    start_end = max(_layer(key, origin, typed) for key in _START_END)
+    if not steps or not start_end or not values.get("profile_steps"):
+        return
+    names = {3: "the command line", 2: "the environment", 1: "the YAML file"}
+    if start_end > steps:
+        values["profile_steps"] = ()
+        origin.pop("profile_steps", None)
+        kept, dropped = "--profile-step-start/-end", "--profile-steps"
+    else:
+        kept, dropped = "--profile-steps", "--profile-step-start/-end"
+    if rank == 0:
+        from mindspeed_prof import log
+        log.warning(f"{kept} from {names[max(steps, start_end)]} chooses the window; {dropped} "
+                    f"from {names[min(steps, start_end)]} is ignored (the command line wins over "
+                    f"the environment, which wins over the YAML file): give one of them.")
 
 
 def build_config(values, origin):

@@ -75,6 +75,7 @@ class _Process:
         # final_flush() nesting, per thread: a window ending on a server's request thread must
         # not make the main thread's flush (a signal's) an inner block that holds nothing.
         self.flushing = threading.local()
+        self.interrupted = False  # a SIGINT reached the process (Ctrl-C)
 
 
 _process = _Process()
@@ -112,6 +113,10 @@ def install_signal_flush(pin: bool = False) -> None:
         state.previous, state.owner, state.replaced = current, os.getpid(), False
         state.handler = mindspeed_prof_flush_on_sigterm
         signal.signal(signal.SIGTERM, mindspeed_prof_flush_on_sigterm)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            # Only noted: servers catch the KeyboardInterrupt (werkzeug's serve_forever) and end
+            # normally, and the manifest must still say the run was interrupted.
+            signal.signal(signal.SIGINT, mindspeed_prof_note_sigint)
 
 
 def uninstall_signal_flush() -> None:
@@ -123,6 +128,8 @@ def uninstall_signal_flush() -> None:
             return
         if signal.getsignal(signal.SIGTERM) is handler:
             signal.signal(signal.SIGTERM, state.previous)
+        if signal.getsignal(signal.SIGINT) is mindspeed_prof_note_sigint:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def mindspeed_prof_flush_on_sigterm(signum, frame):
@@ -136,6 +143,12 @@ def mindspeed_prof_flush_on_sigterm(signum, frame):
             for flusher in list(state.flushers):
                 flusher.on_signal(name, deadline)
     _chain(state.previous, signum, frame)
+
+
+def mindspeed_prof_note_sigint(signum, frame):
+    """SIGINT: noted for the manifest, then Python's own handler (KeyboardInterrupt)."""
+    _process.interrupted = True
+    signal.default_int_handler(signum, frame)
 
 
 def _chain(previous, signum, frame):
@@ -312,6 +325,8 @@ def process_end_reason(unknown_detail: Optional[str] = None) -> tuple:
     value = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
     if isinstance(value, BaseException):
         return exit_reason(type(value), value)
+    if _process.interrupted:
+        return "interrupted", "SIGINT (Ctrl-C), the script then ended by itself"
     if _outcome is not None:
         return _outcome
     return "process exit", unknown_detail

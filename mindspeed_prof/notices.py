@@ -3,7 +3,7 @@ fix that goes with each kind of profiler failure."""
 
 import os
 
-from . import log
+from . import log, ranks
 from .units import describe_window
 
 # What a user does about a profiler failure, by phase ({owner} goes on without profiling here).
@@ -43,6 +43,11 @@ def announce_plan(plan) -> None:
     config, unit, plans = plan.config, plan.unit, plan.windows
     where = os.path.abspath(plan.save_path)
     chosen = short_ranks(list(plan.selected_ranks))
+    lacking = ranks.beyond(config.profile_ranks, plan.world_size)
+    if lacking:
+        log.warning(f"--profile-ranks {ranks.format_selection(config.profile_ranks)}: rank(s) "
+                    f"{spans(lacking)} are beyond this job's {plan.world_size} ranks and are "
+                    f"left out")
     if config.profile_trigger_file:
         log.info(f"armed for on-demand profiling: `mindspeed-prof trigger "
                  f"{config.profile_trigger_file} --steps N` profiles the next N "

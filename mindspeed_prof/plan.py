@@ -14,7 +14,8 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 from . import budget, layout, names, ranks
 from .config import ProfilerConfig
-from .units import ITERATION, Unit
+from .errors import ConfigError
+from .units import ITERATION, Unit, in_words
 from .window import OPEN_ENDED, StepSchedule, last_iteration, plan_windows, several_windows
 
 LayoutOf = Callable[[int], dict]
@@ -58,8 +59,11 @@ class Plan:
         flag when one cannot complete). ``last``: ``--train-iters``/``total_steps`` if known."""
         windows: Sequence[StepSchedule] = ()
         if self.config.profile:
-            windows = plan_windows(self.config, first_iteration=first, train_iters=last,
-                                   exit_interval=exit_interval)
+            try:
+                windows = plan_windows(self.config, first_iteration=first, train_iters=last,
+                                       exit_interval=exit_interval)
+            except ConfigError as exc:
+                raise ConfigError(in_words(str(exc), self.unit)) from None
         return replace(self, windows=tuple(windows), first=first,
                        last=last_iteration(first, last, exit_interval))
 
@@ -100,7 +104,10 @@ class Plan:
         if not self.active:
             return None
         rank_budget = budget.RankBudget(self.config, backend, list(self.selected_ranks))
-        rank_budget.check_start(list(self.certain_windows()), self.save_path, ranks_on_node)
+        try:
+            rank_budget.check_start(list(self.certain_windows()), self.save_path, ranks_on_node)
+        except ConfigError as exc:
+            raise ConfigError(in_words(str(exc), self.unit)) from None
         return rank_budget
 
     def selected_on_node(self, local_rank: Optional[int]) -> int:

@@ -148,9 +148,31 @@ def resolve(selection, world_size, layout=None):
         chosen.update(_resolve_selector(item, world_size, layout))
     ranks = sorted(chosen)
     if not ranks:
+        if needs_topology(selection) and layout is not None:
+            raise ConfigError(f"{FLAG} {format_selection(selection)} matches no rank of this "
+                              f"job (world size {world_size}): its layout has "
+                              f"{_layout_ranges(layout, world_size)}; choose coordinates "
+                              f"within it.")
         raise ConfigError(f"{FLAG} {format_selection(selection)} matches no rank of this job "
-                          f"(world size {world_size}); choose ranks below {world_size}.")
+                          f"(world size {world_size}): ranks the job lacks are left out, and "
+                          f"none is left; choose ranks below {world_size}.")
     return ranks
+
+
+def beyond(selection, world_size):
+    """The global ranks a selection names that the job lacks (left out, and said so)."""
+    return sorted({item for item in selection if isinstance(item, int) and item >= world_size})
+
+
+def _layout_ranges(layout, world_size):
+    coords = [layout[rank] for rank in range(world_size)]
+    parts = []
+    for key in COORDINATES:
+        values = sorted({c.get(key, 0) for c in coords})
+        if values:
+            parts.append(f"{key} {values[0]}" if len(values) == 1
+                         else f"{key} {values[0]}-{values[-1]}")
+    return ", ".join(parts)
 
 
 def _resolve_selector(item, world_size, layout):

@@ -265,11 +265,11 @@ class WindowRecorder(RecorderShutdown):
             return True
         if self._units is not None:
             self._units.refused(self.manifest, schedule, n)
-        self.report("error", "start", f"{self.describe()}'s session at {self.unit.name} "
-                                      f"{schedule.start} was not started: "
-                                      f"{holder.describe()}'s session is still running in this "
-                                      f"process, and one process runs one profiler at a time; "
-                                      f"give the two windows different steps or stages")
+        self.report("error", "start", f"the session of {self.describe()} at {self.unit.name} "
+                                      f"{schedule.start} was not started: the session of "
+                                      f"{holder.describe()} is still running in this process, "
+                                      f"and one process runs one profiler at a time; give the "
+                                      f"two windows different steps or stages")
         return False
 
     # -- on-demand trigger ----------------------------------------------------------------------

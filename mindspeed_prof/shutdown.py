@@ -193,7 +193,7 @@ class RecorderShutdown:
             session.abandon()
             recorded = list(session.window.recorded)
             self.report("error", "stop", f"{self.plan.unit.owner} ended ({reason}) while "
-                                         f"{self.describe()}'s session was running on thread "
+                                         f"the session of {self.describe()} was running on thread "
                                          f"{session.thread}; it cannot be stopped from thread "
                                          f"{threading.get_ident()} and its own thread did not "
                                          f"stop it within {grace:g} s, so {self.plan.unit.plural} "

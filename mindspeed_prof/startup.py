@@ -15,6 +15,10 @@ def check_save_path(path: str, rank: int, backend_name: str) -> None:
         reason = unsupported_path_reason(os.path.abspath(path))
         if reason:
             raise ConfigError(f"--profile-save-path {path} {reason}; choose another directory.")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ConfigError(f"--profile-save-path {path} is not writable on rank {rank}: it is a "
+                          f"file, not a directory; choose a directory (it is created if "
+                          f"missing).")
     probe = os.path.join(path, f".mindspeed_prof_write_test.{os.getpid()}")
     try:
         os.makedirs(path, exist_ok=True)

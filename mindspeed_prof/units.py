@@ -20,13 +20,21 @@ RL_STEP = Unit("RL step", "RL steps", "step", "the RL loop")
 UNITS = {u.name: u for u in (ITERATION, REQUEST, RL_STEP)}
 
 
+def in_words(text: str, unit: Unit) -> str:
+    """A message written for training (the window arithmetic's, the budget's), in ``unit``'s
+    words: "iterations 2-3" -> "requests 2-3", "stops training" -> "stops the RL loop"."""
+    if unit is ITERATION:
+        return text
+    text = text.replace("iterations", unit.plural).replace("iteration", unit.name)
+    text = text.replace("until training ends", f"until {unit.owner} stops")
+    text = text.replace("stops training", f"stops {unit.owner}")
+    return text.replace("training", unit.owner)
+
+
 def describe_window(schedule, unit: Unit = ITERATION, per_unit_sessions: bool = False) -> str:
     """A planned window in ``unit``'s words: "requests 2-3", "RL steps 10.. (until the RL loop
     stops)". With a session per unit there is no warm-up unit to mention."""
     text = schedule.describe()
     if per_unit_sessions:
         text = text.split(" (warm-up at ")[0]
-    if unit is ITERATION:
-        return text
-    text = text.replace("iterations", unit.plural).replace("iteration", unit.name)
-    return text.replace("until training ends", f"until {unit.owner} stops")
+    return in_words(text, unit)

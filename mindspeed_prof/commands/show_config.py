@@ -88,6 +88,10 @@ def resolve(args):
         notes.append(f"backend auto chose {backend}: {backend_note}")
     if selection_note:
         notes.append(f"rank selectors resolve inside the job: {selection_note}")
+    lacking = ranks.beyond(config.profile_ranks, args.world_size)
+    if lacking and not selection_note:
+        notes.append(f"rank(s) {', '.join(map(str, lacking))} are beyond the job's "
+                     f"{args.world_size} ranks (--world-size) and are left out")
     windows = [_window(window, unit) for window in plan.windows]
     trigger = None
     if config.profile_trigger_file:

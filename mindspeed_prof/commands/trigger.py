@@ -42,7 +42,8 @@ def run(args):
                           f"was started with (--profile-trigger-file).")
     request = trigger.write_request(args.file, args.steps, args.ranks)
     print(f"requested {args.steps} step(s) as {request['id']} in {args.file}; the job starts at "
-          f"its next trigger check (every --profile-trigger-poll iterations)")
+          f"its next trigger check (every --profile-trigger-poll units: iterations, requests or "
+          f"RL steps, as the job counts)")
     if args.wait:
         return _wait(args.file, request["created"], args.wait)
     return 0

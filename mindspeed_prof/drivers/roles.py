@@ -34,6 +34,7 @@ from ..errors import ConfigError
 from ..exits import exit_reason
 from ..recorder import Failure, WindowRecorder
 from ..units import RL_STEP
+from ..window import TrainIters
 from .base import NULL_DRIVER
 
 STAGE_RANGE = "stage:{name}"
@@ -71,7 +72,9 @@ class RLStepDriver:
                     role=role, session_per_unit=True,
                     save_path=layout.role_dir(config.profile_save_path, role, stage))
                 self.recorders[stage] = recorder
-                recorder.arm(first=1, last=total_steps)
+                # A window that does not fit names the argument to raise: total_steps.
+                recorder.arm(first=1, last=None if total_steps is None
+                             else TrainIters(total_steps, "total_steps"))
                 if recorder.manifest is not None and stage is not None:
                     recorder.manifest.describe_run(unit=RL_STEP.name, role=role, first=1,
                                                    last=total_steps, stage=stage)
