@@ -10,9 +10,9 @@ several requests, of all of them: the row says so).
 import os
 import re
 
-from . import jsonstream
-from .errors import CorruptFile
-from .tracescan import STEP_PREFIX, step_number, to_float
+from ..read import jsonstream
+from ..read.errors import CorruptFile
+from ..read.tracescan import STEP_PREFIX, step_number, to_float
 
 REQUEST_DIR_RE = re.compile(r"^req_(\d+)-(\d+|end)$")
 FORWARD_RANGES = ("prefill", "decode")
