@@ -46,8 +46,8 @@ def load_analyse():
 
 def pending(directory, everything):
     """Captures to parse: (to_parse, skipped notes)."""
-    from mindspeed_prof.output import discover as discovery
-    from mindspeed_prof.output.runcheck import RAW_DIRS, RAW_PREFIX
+    from mindspeed_prof.output.read import discover as discovery
+    from mindspeed_prof.output.check.capture import RAW_DIRS, RAW_PREFIX
 
     to_parse, notes = [], []
     for run in discovery.discover(directory).runs:
@@ -75,9 +75,9 @@ def pending(directory, everything):
 
 def run(args):
     from mindspeed_prof.commands.check import expected_ranks
-    from mindspeed_prof.output.checker import check_directory
+    from mindspeed_prof.output.check.directory import check_directory
     from mindspeed_prof.output.progress import Progress
-    from mindspeed_prof.output.render_check import check_json, check_table
+    from mindspeed_prof.output.render.check import check_json, check_table
 
     if not os.path.isdir(args.directory):
         raise ConfigError(f"DIR {args.directory} is not a directory; give the "

@@ -36,14 +36,14 @@ def expected_ranks(tokens):
 
 
 def run(args):
-    from mindspeed_prof.output.checker import check_directory
-    from mindspeed_prof.output.render_check import check_json, check_table
-    from mindspeed_prof.output.roles import role_roots
+    from mindspeed_prof.output.check.directory import check_directory
+    from mindspeed_prof.output.render.check import check_json, check_table
+    from mindspeed_prof.output.read.roles import role_roots
 
     roots = role_roots(args.directory)
     if roots:  # RL output: a verdict per (role, rank)
-        from mindspeed_prof.output import render_roles
-        from mindspeed_prof.output.roles import check_roles
+        from mindspeed_prof.output.render import roles as render_roles
+        from mindspeed_prof.output.check.roles import check_roles
 
         result = check_roles(args.directory, roots, expected_ranks(args.ranks))
         print(render_roles.role_check_json(result) if args.json

@@ -27,9 +27,9 @@ def add_arguments(parser):
 
 
 def run(args):
-    from mindspeed_prof.output import render_summary
-    from mindspeed_prof.output.roles import role_roots
-    from mindspeed_prof.output.summary import summarize_directory
+    from mindspeed_prof.output.render import summary as render_summary
+    from mindspeed_prof.output.read.roles import role_roots
+    from mindspeed_prof.output.summary.directory import summarize_directory
 
     roots = role_roots(args.directory)
     # RL output: one cross-role table per profiled RL step; one role's (or stage's) own folder
@@ -39,7 +39,7 @@ def run(args):
     summary = summarize_directory(args.directory, top=args.top)
     plotted = None
     if args.plot:
-        from mindspeed_prof.output.plot import plot_breakdown
+        from mindspeed_prof.output.render.plot import plot_breakdown
         plotted = plot_breakdown(summary, args.plot)
         if plotted is None:
             print(f"mindspeed-prof summary: --plot {args.plot} not written: no rank has step "
@@ -61,8 +61,8 @@ def run(args):
 
 
 def _roles(args, roots):
-    from mindspeed_prof.output import render_roles
-    from mindspeed_prof.output.role_summary import summarize_roles
+    from mindspeed_prof.output.render import roles as render_roles
+    from mindspeed_prof.output.summary.roles import summarize_roles
 
     if args.plot:
         print(f"mindspeed-prof summary: --plot {args.plot} not written: RL role output has no "

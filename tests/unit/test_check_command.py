@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from helpers.cli import rank_entry, run_cli, run_cli_json
 from mindspeed_prof.output import check_directory
-from mindspeed_prof.output.report import VERDICTS
+from mindspeed_prof.output.check.report import VERDICTS
 from output_fixtures import corrupt, samples
 from output_fixtures.torch_traces import torch_trace
 

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mindspeed_prof.output import columns, csvrows
-from mindspeed_prof.output.csvtable import Column, CsvTable, number
-from mindspeed_prof.output.errors import CorruptFile
+from mindspeed_prof.output.read import columns, csvrows
+from mindspeed_prof.output.read.csvtable import Column, CsvTable, number
+from mindspeed_prof.output.read.errors import CorruptFile
 from output_fixtures import corrupt, samples
 
 KERNEL_SAMPLES = {

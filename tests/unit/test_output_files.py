@@ -7,8 +7,9 @@ import sqlite3
 
 import pytest
 
-from mindspeed_prof.output import expect, logscan, profinfo, sqlitecheck
-from mindspeed_prof.output.errors import CorruptFile
+from mindspeed_prof.output.check import expect
+from mindspeed_prof.output.read import logscan, profinfo, sqlitecheck
+from mindspeed_prof.output.read.errors import CorruptFile
 from output_fixtures import corrupt, samples
 
 

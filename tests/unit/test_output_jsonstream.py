@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mindspeed_prof.output import jsonstream, tracescan
-from mindspeed_prof.output.errors import CorruptFile
+from mindspeed_prof.output.read import jsonstream, tracescan
+from mindspeed_prof.output.read.errors import CorruptFile
 from output_fixtures import samples
 
 SMALL = 256  # bytes per read: forces many cuts inside events, strings and numbers

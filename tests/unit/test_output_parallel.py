@@ -4,8 +4,10 @@ import os
 
 import pytest
 
-from mindspeed_prof.output import aggregate, check_directory, columns, csvrows, parallel
-from mindspeed_prof.output.csvtable import CsvTable
+from mindspeed_prof.output import check_directory, parallel
+from mindspeed_prof.output.read import columns, csvrows
+from mindspeed_prof.output.summary import aggregate
+from mindspeed_prof.output.read.csvtable import CsvTable
 from output_fixtures import samples
 
 WORKERS = parallel.WORKERS_ENV
@@ -57,7 +59,8 @@ def test_check_reads_files_in_parallel_with_the_same_verdicts(tmp_path, monkeypa
 
 
 def test_summary_over_several_processes_equals_one(tmp_path, monkeypatch):
-    from mindspeed_prof.output import render_summary, summarize_directory
+    from mindspeed_prof.output import summarize_directory
+    from mindspeed_prof.output.render import summary as render_summary
     from output_fixtures.torch_traces import torch_trace
 
     samples.two_ranks(tmp_path)

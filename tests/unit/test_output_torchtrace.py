@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from mindspeed_prof.output.torchtrace import summarize_trace
+from mindspeed_prof.output.summary.torchtrace import summarize_trace
 
 # a step holding forward (holding two matmuls) and backward; a second thread; a GPU kernel
 EVENTS = [

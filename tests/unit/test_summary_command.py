@@ -9,7 +9,8 @@ import subprocess
 import pytest
 
 from helpers.cli import rank_entry, run_cli, run_cli_json
-from mindspeed_prof.output import columns, summarize_directory
+from mindspeed_prof.output import summarize_directory
+from mindspeed_prof.output.read import columns
 from output_fixtures import corrupt, samples
 from output_fixtures.torch_traces import torch_trace
 

@@ -2,7 +2,7 @@
 
 import json
 
-from .report import VALID, label
+from ..check.report import VALID, label
 
 MAX_ERRORS_SHOWN = 5
 

@@ -4,7 +4,7 @@ import csv
 import io
 import json
 
-from .report import label
+from ..check.report import label
 
 MS = 1000.0
 

@@ -10,12 +10,12 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from ..layout import ASCEND_OUTPUT_DIR
-from . import jsonstream
-from .discover import discover
-from .errors import CorruptFile
-from .roles import RoleRoot
-from .tracescan import STEP_PREFIX, step_number, to_float
+from ...layout import ASCEND_OUTPUT_DIR
+from ..read import jsonstream
+from ..read.discover import discover
+from ..read.errors import CorruptFile
+from ..read.roles import RoleRoot
+from ..read.tracescan import STEP_PREFIX, step_number, to_float
 
 STAGE_PREFIX = "stage:"
 

@@ -11,15 +11,17 @@ import os
 import statistics
 from dataclasses import dataclass, field
 
-from ..errors import ConfigError
-from ..layout import ASCEND_OUTPUT_DIR
-from . import aggregate, columns, jobruns, parallel, requests, torchtrace
+from ...errors import ConfigError
+from ...layout import ASCEND_OUTPUT_DIR
+from .. import parallel
+from ..progress import Progress
+from ..read import columns, jobruns
+from ..read.csvtable import CsvTable, number
+from ..read.discover import discover
+from ..read.errors import CorruptFile
+from ..read.windows import manifest_window  # one rule, check's too, for the window of a capture
+from . import aggregate, requests, torchtrace
 from .aggregate import Item
-from .checker import manifest_window  # one rule, check's, for the window holding a capture
-from .csvtable import CsvTable, number
-from .discover import discover
-from .errors import CorruptFile
-from .progress import Progress
 
 EXPLAINING = columns.STEP_PARTS
 

@@ -15,8 +15,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from ..layout import ASCEND_PT_SUFFIX, MANIFEST_RE, TORCH_TRACE_RE, parse_window_dir
-from ..manifest import read_manifest
+from ...layout import ASCEND_PT_SUFFIX, MANIFEST_RE, TORCH_TRACE_RE, parse_window_dir
+from ...manifest import read_manifest
 from . import profinfo
 from .errors import CorruptFile
 

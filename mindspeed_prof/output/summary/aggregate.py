@@ -12,9 +12,9 @@ what is not a finite number is left out."""
 import math
 from dataclasses import dataclass
 
-from . import columns
-from .csvrows import RowReader, setup_pyarrow
-from .csvtable import CsvTable, number
+from ..read import columns
+from ..read.csvrows import RowReader, setup_pyarrow
+from ..read.csvtable import CsvTable, number
 
 
 @dataclass

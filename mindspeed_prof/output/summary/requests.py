@@ -9,11 +9,11 @@ several requests, of all of them: the row says so).
 
 import os
 
-from . import jsonstream
-from .errors import CorruptFile
-from ..layout import parse_window_dir
-from ..units import REQUEST
-from .tracescan import STEP_PREFIX, step_number, to_float
+from ...layout import parse_window_dir
+from ...units import REQUEST
+from ..read import jsonstream
+from ..read.errors import CorruptFile
+from ..read.tracescan import STEP_PREFIX, step_number, to_float
 
 FORWARD_RANGES = ("prefill", "decode")
 TOP_OPS = 3

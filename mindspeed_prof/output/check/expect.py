@@ -8,8 +8,8 @@ op_statistic.csv is normal to lack at level0, and memory files only come with pr
 
 from dataclasses import dataclass, field
 
-from .. import names
-from ..errors import ConfigError
+from ... import names
+from ...errors import ConfigError
 
 LEVELS_WITH_KERNELS = ("level0", "level1", "level2")
 LEVELS_WITH_STATISTICS = ("level1", "level2")

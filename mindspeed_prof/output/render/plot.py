@@ -3,8 +3,8 @@
 matplotlib is an optional extra (``pip install mindspeed_prof[plot]``), imported only here.
 """
 
-from ..errors import ConfigError
-from .columns import STEP_PARTS
+from ...errors import ConfigError
+from ..read.columns import STEP_PARTS
 
 COLOURS = {"Computing": "#4c72b0", "Communication(Not Overlapped)": "#dd8452",
            "Free": "#bbbbbb", "step_time": "#55a868"}

@@ -10,8 +10,8 @@ import sqlite3
 import zlib
 from dataclasses import dataclass, field
 
-from . import columns, csvrows, csvtable, sqlitecheck, tracescan
-from .errors import CorruptFile
+from ..read import columns, csvrows, csvtable, sqlitecheck, tracescan
+from ..read.errors import CorruptFile
 
 OK, CORRUPT, MISSING = "ok", "corrupt", "missing"
 # Small JSON files (communication*.json) are decoded whole; above this only their ends are checked.

@@ -5,8 +5,8 @@ import io
 import json
 import statistics
 
-from . import columns
-from .summary import merge, slow_ranks, top_items
+from ..read import columns
+from ..summary.directory import merge, slow_ranks, top_items
 
 SHORT = {
     "Communication(Not Overlapped)": "Comm(NotOvl)",

@@ -10,9 +10,9 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from .. import names
-from ..errors import ConfigError
-from ..layout import PROFILER_INFO_RE
+from ... import names
+from ...errors import ConfigError
+from ...layout import PROFILER_INFO_RE
 from .errors import CorruptFile
 
 MAX_INFO_BYTES = 16 << 20

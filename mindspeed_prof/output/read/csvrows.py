@@ -18,7 +18,7 @@ import csv
 import itertools
 import sys
 
-from . import parallel
+from .. import parallel
 from .errors import CorruptFile
 
 # 256 KiB: pyarrow holds a few blocks per thread; a reader process peaked 36 MB lower than

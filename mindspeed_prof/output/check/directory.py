@@ -7,13 +7,16 @@ A rank is judged by the worst of its captures, and by its manifest when that rep
 
 import os
 
-from ..errors import ConfigError
-from . import discover as discovery
-from . import filecheck, jobruns, parallel
-from .progress import Progress
+from ...errors import ConfigError
+from .. import parallel
+from ..progress import Progress
+from ..read import discover as discovery
+from ..read import jobruns
+from ..read.windows import manifest_window, manifest_windows, rank_from_manifests
+from . import file as filecheck
+from .capture import Kept, check_run, files_to_check
+from .capture import _ranges as runcheck_ranges
 from .report import CUT, INCOMPLETE, MISSING, RankReport, Report, worst
-from .runcheck import Kept, check_run, files_to_check
-from .runcheck import _ranges as runcheck_ranges
 
 FAILED_STATUSES = ("failed", "incomplete")
 UNFINISHED_STATUSES = ("armed", "running")
@@ -33,7 +36,7 @@ def check_directory(path, expected_ranks=None):
     manifests = _manifests(found, report)
     for run in found.runs:
         if run.rank is None:
-            _rank_from_manifests(run, manifests)
+            rank_from_manifests(run, manifests)
     expected = _expected(manifests) if expected_ranks is None else set(expected_ranks)
     report.expected_ranks = sorted(expected)
     runs = found.runs
@@ -104,50 +107,6 @@ def _expected(manifests):
             expected.update(r for r in selected if isinstance(r, int) and not isinstance(r, bool)
                             and r >= 0)
     return expected
-
-
-def _windows(manifest):
-    windows = manifest.data.get("windows") if manifest else None
-    return [w for w in windows if isinstance(w, dict)] if isinstance(windows, list) else []
-
-
-def _relative(run_path, manifest):
-    return os.path.normpath(os.path.relpath(run_path, os.path.dirname(manifest.path)))
-
-
-def _lists(window, rel):
-    files = window.get("files") if isinstance(window.get("files"), list) else []
-    for item in files:
-        if not isinstance(item, str):
-            continue
-        item = os.path.normpath(item)
-        if rel == item or rel.startswith(item + os.sep) or item.startswith(rel + os.sep):
-            return True
-    return False
-
-
-def _rank_from_manifests(run, manifests):
-    for rank, manifest in manifests.items():
-        rel = _relative(run.path, manifest)
-        if any(_lists(w, rel) for w in _windows(manifest)):
-            run.rank, run.rank_source = rank, f"listed in {manifest.rel}"
-            return
-
-
-def manifest_window(run, manifest):
-    """The manifest's window entry holding this capture, or None."""
-    windows = _windows(manifest)
-    if not windows:
-        return None
-    rel = _relative(run.path, manifest)
-    chosen = [w for w in windows if _lists(w, rel)]
-    if not chosen:
-        folder = os.path.dirname(rel) or "."
-        chosen = [w for w in windows if isinstance(w.get("dir"), str)
-                  and os.path.normpath(w["dir"]) == folder]
-    if not chosen and len(windows) == 1:
-        chosen = windows
-    return chosen[0] if len(chosen) == 1 else None
 
 
 def _window(run, chosen):
@@ -234,7 +193,7 @@ def _apply_manifest(rank_report, manifest):
         rank_report.warnings.append(f"{manifest.rel} lists errors although its status is "
                                     f"{status!r}")
     _planned_windows(rank_report, data)
-    for window in _windows(manifest):
+    for window in manifest_windows(manifest):
         if window.get("stopped_early"):
             rank_report.warnings.append(
                 f"window starting at iteration {window.get('start')} was stopped early "

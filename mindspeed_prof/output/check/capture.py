@@ -4,9 +4,11 @@ import os
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from ..layout import ASCEND_OUTPUT_DIR
-from . import expect, filecheck, logscan
-from .csvtable import normalise
+from ...layout import ASCEND_OUTPUT_DIR
+from ..read import logscan
+from ..read.csvtable import normalise
+from . import expect
+from . import file as filecheck
 from .report import CORRUPT, CUT, INCOMPLETE, NOT_STOPPED, UNPARSED, RunReport
 
 

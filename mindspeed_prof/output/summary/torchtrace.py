@@ -9,8 +9,8 @@ kept in compact arrays (24 bytes each, not Python dicts) and sorted once at the 
 from array import array
 from dataclasses import dataclass, field
 
-from . import jsonstream
-from .tracescan import STEP_PREFIX, step_number, to_float
+from ..read import jsonstream
+from ..read.tracescan import STEP_PREFIX, step_number, to_float
 
 # Annotations and Python frames wrap operators; they are kept as parents but are not operators.
 NOT_OPERATORS = ("python_function", "Trace", "user_annotation", "gpu_user_annotation")
