@@ -24,6 +24,11 @@ def config_notes(plan, backend: str) -> list:
     notes = list(config.warnings(role_driver=plan.role is not None))
     from .backends import ignored_flags
 
+    if backend == "npu":
+        from .backends.npu_options import step_ids_note
+
+        if step_ids_note(config):
+            notes.append(step_ids_note(config))
     ignored = ignored_flags(backend, config)
     if ignored:
         notes.append(f"{', '.join(ignored)} only apply to the npu backend; the {backend} "

@@ -57,6 +57,8 @@ def npu_call(config, schedule, save_path, rank, worker=None):
                                         experimental, _Raw(sched), _Raw(handler))
     text = repr(_Call("torch_npu.profiler.profile", kwargs))
     notes = [f"dropped (this torch_npu lacks it): {flag}" for flag in dropped]
+    if npu_options.step_ids_note(config):
+        notes.append(npu_options.step_ids_note(config))
     if not real:
         notes.append("torch_npu is not importable here: keywords a given torch_npu lacks are "
                      "dropped at run time with a warning naming the flag")

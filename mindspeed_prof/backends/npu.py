@@ -86,12 +86,6 @@ class NpuBackend(Backend):
                                             f"it is ignored (upgrade torch_npu to use it).")
         for note in npu_options.behaviour_notes(config, self.version):
             self.report("warning", "start", note)
-        if not config.profile_with_cpu:
-            # torch_npu derives step ranges from the recorded torch ops (its op tree).
-            self.report("warning", "start", "without --profile-with-cpu torch_npu records no "
-                                            "ProfilerStep markers, so kernel_details.csv and "
-                                            "step_trace_time.csv carry no step ids; add "
-                                            "--profile-with-cpu to get them")
         experimental = tp._ExperimentalConfig(**exp_kwargs)
         # Keywords, not positions: torch_npu's schedule takes (wait, active, warmup, ...).
         schedule = tp.schedule(wait=s.wait, active=s.active, warmup=s.warmup, repeat=s.repeat,

@@ -66,6 +66,16 @@ def experimental_kwargs(config, tp):
     return wanted, dropped
 
 
+def step_ids_note(config):
+    """What a capture without host activity lacks, said where the user decides (start-up,
+    show-config), or None. torch_npu derives step ranges from the recorded torch ops."""
+    if config.profile_with_cpu:
+        return None
+    return ("without --profile-with-cpu torch_npu records no ProfilerStep markers, so "
+            "kernel_details.csv and step_trace_time.csv carry no step ids and check cannot "
+            "verify which steps were recorded; add --profile-with-cpu to get them")
+
+
 def profile_kwargs(config, tp, experimental_config, schedule, on_trace_ready):
     activities = [tp.ProfilerActivity.NPU]
     if config.profile_with_cpu:

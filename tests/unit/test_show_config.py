@@ -2,6 +2,7 @@ import json
 
 import pytest
 
+from helpers.npu import fake_npu  # noqa: F401 - fixture
 from mindspeed_prof.cli import main
 
 
@@ -135,3 +136,12 @@ def test_budget_below_the_estimate_is_refused_as_at_start_up(capsys):
     code, _, err = run(capsys, "--train-iters", "20", "--profile-max-gb", "0.001",
                        "--profile-backend", "torch")
     assert code == 2 and "--profile-max-gb 0.001 is below the estimated output" in err
+
+
+def test_an_npu_capture_without_host_activity_says_it_will_carry_no_step_ids(capsys, tmp_path,
+                                                                             fake_npu):
+    flags = ("--profile-backend", "npu", "--profile-save-path", str(tmp_path / "p"))
+    code, out, _ = run(capsys, *flags)
+    assert code == 0 and "without --profile-with-cpu torch_npu records no ProfilerStep" in out
+    code, out, _ = run(capsys, *flags, "--profile-with-cpu")
+    assert code == 0 and "without --profile-with-cpu" not in out
