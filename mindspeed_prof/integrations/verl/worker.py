@@ -1,0 +1,150 @@
+"""``ProfiledActorRolloutRefWorker``: verl's colocated worker, each role profiling itself.
+
+A drop-in subclass of ``verl.workers.engine_workers.ActorRolloutRefWorker``: every method keeps
+verl's dispatch attributes (``@register``'s, copied from verl's method, so worker groups bind and
+dispatch it as verl's), runs verl's own method inside, and records it as one stage:
+
+    compute_log_prob      -> actor   / old_logprob
+    update_actor          -> actor   / update
+    compute_ref_log_prob  -> ref     / ref_logprob
+    rollout generation    -> rollout / generate   (a rollout generating in this process)
+    update_weights(global_steps=g) -> the next methods belong to RL step g + 1 (steps.py)
+
+With no role YAML (settings.py) nothing is profiled and no method is changed in behaviour.
+Importing this module imports verl and checks its worker's shape (shape.py).
+"""
+
+import functools
+import inspect
+
+import verl
+from verl.single_controller.base.decorator import MAGIC_ATTR
+from verl.workers import engine_workers
+from verl.workers.rollout.base import BaseRollout
+
+from mindspeed_prof import log
+from mindspeed_prof.errors import ConfigError
+
+from . import settings, shape
+from .steps import WorkerProfilers
+
+VERSION = getattr(verl, "__version__", "?")
+_Base = engine_workers.ActorRolloutRefWorker
+shape.check(VERSION, _Base, MAGIC_ATTR, BaseRollout)
+_UPDATE_WEIGHTS = inspect.signature(_Base.update_weights)
+
+
+def _keeps_dispatch(parent):
+    """Our override carries the parent's name, docs and verl's dispatch attributes."""
+    def decorate(method):
+        functools.update_wrapper(method, parent)
+        return method
+    return decorate
+
+
+class ProfiledActorRolloutRefWorker(_Base):
+    """verl's ActorRolloutRefWorker with mindspeed_prof role profilers (module docstring)."""
+
+    def __init__(self, config, role, *args, **kwargs):
+        super().__init__(config, role, *args, **kwargs)
+        self.mindspeed_prof = WorkerProfilers({}, VERSION)
+        roles = _roles(role)
+        configs = settings.role_configs(config, roles)
+        if not configs:
+            return
+        from mindspeed_prof.rl import role_profiler
+
+        note = shape.untested_note(VERSION)
+        total = _total_steps(config)
+        profilers = {role: role_profiler(role, cfg, rank=self.rank, world_size=self.world_size,
+                                         total_steps=total) for role, cfg in configs.items()}
+        self.mindspeed_prof = WorkerProfilers(profilers, VERSION)
+        conflicts = settings.verl_profiler_conflicts(config, self.mindspeed_prof.roles(),
+                                                     self.rank)
+        if conflicts:
+            self.mindspeed_prof.close("config error")
+            raise ConfigError(
+                f"verl's own profiler would run beside mindspeed_prof in this worker (rank "
+                f"{self.rank}): {'; '.join(conflicts)}; one profiler runs per process. Set "
+                f"global_profiler.tool={settings.TOOL} (verl then drives mindspeed_prof) or "
+                f"that block's enable=False, or drop the role YAML.")
+        if note and self.mindspeed_prof.active and self.rank == 0:
+            log.warning(note)
+
+    @_keeps_dispatch(_Base.init_model)
+    def init_model(self, *args, **kwargs):
+        result = super().init_model(*args, **kwargs)
+        if "rollout" in self.mindspeed_prof.roles():
+            self._profile_rollout()
+        return result
+
+    def _profile_rollout(self):
+        rollout = self.rollout
+        if type(rollout).generate_sequences is BaseRollout.generate_sequences:
+            self.mindspeed_prof.close("config error")
+            raise ConfigError(
+                f"roles.rollout: verl's rollout {type(rollout).__name__} "
+                f"({self.config.rollout.get('name')}) generates in its own server processes, "
+                f"not in this worker, so nothing of it can be recorded here; remove roles.rollout "
+                f"(or profile: false) and profile the server with verl's "
+                f"actor_rollout_ref.rollout.profiler (README, RL: verl).")
+        generate = rollout.generate_sequences
+        profilers = self.mindspeed_prof
+
+        @functools.wraps(generate)
+        def generate_sequences(prompts, *args, **kwargs):
+            # A validation pass is no RL step's work.
+            if (getattr(prompts, "meta_info", None) or {}).get("validate"):
+                return generate(prompts, *args, **kwargs)
+            with profilers.stage("rollout", "generate"):
+                return generate(prompts, *args, **kwargs)
+
+        rollout.generate_sequences = generate_sequences
+
+    @_keeps_dispatch(_Base.compute_log_prob)
+    def compute_log_prob(self, *args, **kwargs):
+        with self.mindspeed_prof.stage("actor", "old_logprob"):
+            return super().compute_log_prob(*args, **kwargs)
+
+    @_keeps_dispatch(_Base.update_actor)
+    def update_actor(self, *args, **kwargs):
+        with self.mindspeed_prof.stage("actor", "update"):
+            return super().update_actor(*args, **kwargs)
+
+    @_keeps_dispatch(_Base.compute_ref_log_prob)
+    def compute_ref_log_prob(self, *args, **kwargs):
+        with self.mindspeed_prof.stage("ref", "ref_logprob"):
+            return super().compute_ref_log_prob(*args, **kwargs)
+
+    @_keeps_dispatch(_Base.update_weights)
+    async def update_weights(self, *args, **kwargs):
+        result = await super().update_weights(*args, **kwargs)
+        bound = _UPDATE_WEIGHTS.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        self.mindspeed_prof.weights_synced(bound.arguments.get("global_steps"))
+        return result
+
+    @_keeps_dispatch(_Base.start_profile)
+    def start_profile(self, *args, **kwargs):
+        self.mindspeed_prof.verl_started(kwargs.get("profile_step"))
+        return super().start_profile(*args, **kwargs)
+
+
+
+def _roles(role: str):
+    """verl's role names this worker: actor, rollout, ref, actor_rollout, actor_rollout_ref."""
+    parts = str(role).split("_")
+    if not parts or not set(parts) <= set(settings.ROLE_STAGES):
+        raise shape.UnknownVerlShape(
+            f"verl {VERSION} built an ActorRolloutRefWorker with role {role!r}; the integration "
+            f"knows roles made of {', '.join(settings.ROLE_STAGES)} (e.g. actor_rollout_ref).")
+    return [name for name in settings.ROLE_STAGES if name in parts]
+
+
+def _total_steps(config):
+    """The trainer writes its total into the worker's optimizer config (for the LR schedule)."""
+    try:
+        total = int(((config.get("actor") or {}).get("optim") or {}).get("total_training_steps"))
+    except (TypeError, ValueError):
+        return None
+    return total if total > 0 else None
