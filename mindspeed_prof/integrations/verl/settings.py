@@ -65,16 +65,17 @@ def _listed_roles(value, where) -> Optional[tuple]:
     return tuple(str(name) for name in roles) if isinstance(roles, Mapping) else None
 
 
-def role_configs(worker_config: Mapping, roles_here) -> Dict[str, ProfilerConfig]:
-    """{role: its ProfilerConfig} for the roles this worker runs that the role YAML asks for; {}
-    when no role YAML is given. With a ``roles:`` mapping only the roles it lists profile (a
-    colocated worker runs roles the user may not care about); without one, every role does."""
+def role_configs(worker_config: Mapping, roles_here) -> Tuple[Dict[str, ProfilerConfig], bool]:
+    """({role: its ProfilerConfig} for the roles this worker runs that the role YAML asks for,
+    whether the YAML lists them by name); ({}, False) when no role YAML is given. With a
+    ``roles:`` mapping only the roles it lists profile (a colocated worker runs roles the user
+    may not care about); without one, every role does."""
     from mindspeed_prof.arguments.messages import closest
     from mindspeed_prof.arguments.roles import role_config
 
     value, where = source(worker_config)
     if where is None:
-        return {}
+        return {}, False
     listed = _listed_roles(value, where)
     known = tuple(ROLE_STAGES) + OTHER_ROLES
     for name in listed or ():
@@ -88,7 +89,7 @@ def role_configs(worker_config: Mapping, roles_here) -> Dict[str, ProfilerConfig
         if listed is not None and role not in listed:
             continue
         configs[role] = _with_stages(role, role_config(role, value), where)
-    return configs
+    return configs, listed is not None
 
 
 def _with_stages(role, config, where):

@@ -4,7 +4,9 @@ nothing. Shapes are read from verl 0.9.1 (``verl/workers/engine_workers.py``); n
 here, the caller passes verl's objects in.
 """
 
+import importlib
 import inspect
+from types import SimpleNamespace
 from typing import Optional
 
 TESTED_VERSIONS = ("0.9.1",)
@@ -25,6 +27,32 @@ class UnknownVerlShape(RuntimeError):
     """verl's worker does not have the shape the integration was written against."""
 
 
+# (module, name): what the integration imports from verl.
+IMPORTS = {
+    "MAGIC_ATTR": ("verl.single_controller.base.decorator", "MAGIC_ATTR"),
+    "ActorRolloutRefWorker": ("verl.workers.engine_workers", "ActorRolloutRefWorker"),
+    "BaseRollout": ("verl.workers.rollout.base", "BaseRollout"),
+    "get_rollout_class": ("verl.workers.rollout.base", "get_rollout_class"),
+}
+
+
+def load() -> SimpleNamespace:
+    """verl's objects the worker needs, checked (imports verl)."""
+    import verl
+
+    version = getattr(verl, "__version__", "?")
+    found, missing = {"version": version}, []
+    for key, (module, name) in IMPORTS.items():
+        try:
+            found[key] = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError) as exc:
+            missing.append(f"{module}.{name}: {exc}")
+    if missing:
+        raise UnknownVerlShape(_message(version, missing))
+    check(version, found["ActorRolloutRefWorker"], found["MAGIC_ATTR"], found["BaseRollout"])
+    return SimpleNamespace(**found)
+
+
 def check(version: str, worker_cls, magic_attr: str, base_rollout) -> None:
     """Raise UnknownVerlShape listing every difference from the known shape."""
     missing = []
@@ -36,8 +64,11 @@ def check(version: str, worker_cls, magic_attr: str, base_rollout) -> None:
     if not callable(getattr(base_rollout, "generate_sequences", None)):
         missing.append("verl.workers.rollout.base.BaseRollout.generate_sequences: not defined")
     if missing:
-        raise UnknownVerlShape(
-            f"mindspeed_prof's verl integration knows the ActorRolloutRefWorker of verl "
+        raise UnknownVerlShape(_message(version, missing))
+
+
+def _message(version, missing):
+    return (f"mindspeed_prof's verl integration knows the ActorRolloutRefWorker of verl "
             f"{', '.join(TESTED_VERSIONS)}; verl {version}'s differs: " + "; ".join(missing) +
             f". Use verl {TESTED_VERSIONS[-1]}, or wrap your worker's methods with "
             f"mindspeed_prof.role_profiler yourself (README, RL).")

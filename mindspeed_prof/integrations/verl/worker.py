@@ -17,20 +17,16 @@ Importing this module imports verl and checks its worker's shape (shape.py).
 import functools
 import inspect
 
-import verl
-from verl.single_controller.base.decorator import MAGIC_ATTR
-from verl.workers import engine_workers
-from verl.workers.rollout.base import BaseRollout
-
 from mindspeed_prof import log
 from mindspeed_prof.errors import ConfigError
 
 from . import settings, shape
 from .steps import WorkerProfilers
 
-VERSION = getattr(verl, "__version__", "?")
-_Base = engine_workers.ActorRolloutRefWorker
-shape.check(VERSION, _Base, MAGIC_ATTR, BaseRollout)
+_verl = shape.load()  # imports verl; refuses a worker shape the integration does not know
+VERSION = _verl.version
+_Base = _verl.ActorRolloutRefWorker
+BaseRollout, get_rollout_class = _verl.BaseRollout, _verl.get_rollout_class
 _UPDATE_WEIGHTS = inspect.signature(_Base.update_weights)
 
 
@@ -49,7 +45,15 @@ class ProfiledActorRolloutRefWorker(_Base):
         super().__init__(config, role, *args, **kwargs)
         self.mindspeed_prof = WorkerProfilers({}, VERSION)
         roles = _roles(role)
-        configs = settings.role_configs(config, roles)
+        configs, listed = settings.role_configs(config, roles)
+        if "rollout" in configs and not _generates_here(config):
+            if listed:
+                raise ConfigError(_SERVER_ROLLOUT.format(name=_rollout_name(config)))
+            del configs["rollout"]  # every role takes the top level: nothing to record here
+            if self.rank == 0:
+                log.warning(f"rollout: verl's rollout {_rollout_name(config)!r} generates in its "
+                            f"own server processes; this worker records actor and ref only "
+                            f"(README, RL: verl)")
         if not configs:
             return
         from mindspeed_prof.rl import role_profiler
@@ -82,12 +86,7 @@ class ProfiledActorRolloutRefWorker(_Base):
         rollout = self.rollout
         if type(rollout).generate_sequences is BaseRollout.generate_sequences:
             self.mindspeed_prof.close("config error")
-            raise ConfigError(
-                f"roles.rollout: verl's rollout {type(rollout).__name__} "
-                f"({self.config.rollout.get('name')}) generates in its own server processes, "
-                f"not in this worker, so nothing of it can be recorded here; remove roles.rollout "
-                f"(or profile: false) and profile the server with verl's "
-                f"actor_rollout_ref.rollout.profiler (README, RL: verl).")
+            raise ConfigError(_SERVER_ROLLOUT.format(name=_rollout_name(self.config)))
         generate = rollout.generate_sequences
         profilers = self.mindspeed_prof
 
@@ -139,6 +138,28 @@ def _roles(role: str):
             f"verl {VERSION} built an ActorRolloutRefWorker with role {role!r}; the integration "
             f"knows roles made of {', '.join(settings.ROLE_STAGES)} (e.g. actor_rollout_ref).")
     return [name for name in settings.ROLE_STAGES if name in parts]
+
+
+_SERVER_ROLLOUT = (
+    "roles.rollout: verl's rollout {name!r} generates in its own server processes, not in this "
+    "worker, so nothing of it can be recorded here; remove roles.rollout (or give it profile: "
+    "false) and profile the server with verl's actor_rollout_ref.rollout.profiler "
+    "(README, RL: verl).")
+
+
+def _rollout_name(config):
+    return (config.get("rollout") or {}).get("name")
+
+
+def _generates_here(config) -> bool:
+    """Whether the rollout verl will build (``get_rollout_class``, as ``init_model`` does) runs
+    ``generate_sequences`` in this process; the server rollouts keep BaseRollout's."""
+    rollout = config.get("rollout") or {}
+    try:
+        cls = get_rollout_class(rollout.get("name"), rollout.get("mode", "async"))
+    except Exception:  # verl's init_model reports an unknown rollout; don't pre-empt it
+        return True
+    return getattr(cls, "generate_sequences", None) is not BaseRollout.generate_sequences
 
 
 def _total_steps(config):
