@@ -58,7 +58,7 @@ class Job:
         return {int(p) for p in re.findall(rf"\({re.escape(actor)} pid=(\d+)\)", self.log)}
 
 
-def run_job(workdir, *overrides):
+def run_job(workdir, *overrides, returncode=0):
     from harness.verl.job import environment
 
     save = workdir / "prof"
@@ -69,7 +69,7 @@ def run_job(workdir, *overrides):
                           env=environment(str(workdir), pythonpath=(REPO,)))
     job = Job(workdir, save, done, round(time.monotonic() - started, 1))
     print(f"verl job {workdir.name}: {job.seconds} s, exit {done.returncode}")
-    assert done.returncode == 0, job.log[-6000:]
+    assert done.returncode == returncode, job.log[-6000:]
     return job
 
 
@@ -139,6 +139,16 @@ def test_verls_global_profiler_settings_drive_the_same_sessions(verl_driven_job,
     assert found == {key: value for key, value in EXPECTED.items() if not key.startswith("ref")}
     code, report = run_cli_json(capsys, "check", verl_driven_job.save)
     assert code == 0, report
+
+
+def test_a_role_yaml_error_stops_the_job_in_the_task_runner_with_one_line_and_exit_2(tmp_path):
+    (tmp_path / "rl.yaml").write_text(ROLE_YAML.format(save=tmp_path / "prof").replace(
+        "  ref:", "  refs:"))
+    job = run_job(tmp_path, "+actor_rollout_ref.mindspeed_prof={workdir}/rl.yaml", returncode=2)
+    assert ("roles.refs is no role of a verl job; did you mean 'ref'?"
+            in job.done.stderr.strip().splitlines()[-1])
+    assert "Traceback" not in job.log and not job.pids("WorkerDict")  # before any worker
+    assert not (tmp_path / "prof").exists()
 
 
 def test_the_imitation_has_the_real_verls_shapes():

@@ -16,10 +16,14 @@ from mindspeed_prof.errors import ConfigError
 def main(config):
     try:
         _run(config)
-    except ConfigError as exc:
+    except Exception as exc:
         # hydra reports an exception as a traceback and exit code 1; a usage error is one line
-        # and exit code 2. A worker's ConfigError reaches here inside Ray's RayTaskError.
-        log.error(str(getattr(exc, "cause", None) or exc))
+        # and exit code 2. The TaskRunner's ConfigError arrives as Ray's RayTaskError, which is
+        # also a ConfigError and keeps it as ``cause``.
+        cause = getattr(exc, "cause", None) if isinstance(exc, ConfigError) else None
+        if not isinstance(exc, ConfigError):
+            raise
+        log.error(str(cause if isinstance(cause, ConfigError) else exc))
         sys.exit(2)
 
 

@@ -18,7 +18,7 @@ from verl.workers import engine_workers
 from mindspeed_prof.errors import ConfigError
 
 from . import settings, shape
-from .worker import VERSION, ProfiledActorRolloutRefWorker
+from .worker import VERSION, ProfiledActorRolloutRefWorker, planned_roles
 
 
 def _unwrap(remote_cls):
@@ -58,6 +58,9 @@ class _ProfiledTaskRunner(main_ppo_v0.BaseTaskRunner):
                     f"{settings.CONFIG_KEY} both configure mindspeed_prof; use one of them.")
             with open_dict(arr):
                 arr[settings.CONFIG_KEY] = mapping
+        # The role YAML's errors stop the job here, before Ray starts any worker (a worker's
+        # __init__ error reaches the driver as ActorDiedError text). Nothing is profiled here.
+        planned_roles(config.actor_rollout_ref, tuple(settings.ROLE_STAGES))
         return _TaskRunner.run(self, config)
 
 

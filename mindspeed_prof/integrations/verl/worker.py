@@ -44,16 +44,7 @@ class ProfiledActorRolloutRefWorker(_Base):
     def __init__(self, config, role, *args, **kwargs):
         super().__init__(config, role, *args, **kwargs)
         self.mindspeed_prof = WorkerProfilers({}, VERSION)
-        roles = _roles(role)
-        configs, listed = settings.role_configs(config, roles)
-        if "rollout" in configs and not _generates_here(config):
-            if listed:
-                raise ConfigError(_SERVER_ROLLOUT.format(name=_rollout_name(config)))
-            del configs["rollout"]  # every role takes the top level: nothing to record here
-            if self.rank == 0:
-                log.warning(f"rollout: verl's rollout {_rollout_name(config)!r} generates in its "
-                            f"own server processes; this worker records actor and ref only "
-                            f"(README, RL: verl)")
+        configs = planned_roles(config, _roles(role), warn=self.rank == 0)
         if not configs:
             return
         from mindspeed_prof.rl import role_profiler
@@ -128,6 +119,21 @@ class ProfiledActorRolloutRefWorker(_Base):
         self.mindspeed_prof.verl_started(kwargs.get("profile_step"))
         return super().start_profile(*args, **kwargs)
 
+
+
+def planned_roles(config, roles, warn: bool = False):
+    """{role: ProfilerConfig} this worker's roles profile with; raises ConfigError. Also run by
+    the TaskRunner before any worker exists, so a usage error stops the job there."""
+    configs, listed = settings.role_configs(config, roles)
+    if "rollout" in configs and not _generates_here(config):
+        if listed:
+            raise ConfigError(_SERVER_ROLLOUT.format(name=_rollout_name(config)))
+        del configs["rollout"]  # every role takes the top level: nothing to record here
+        if warn:
+            log.warning(f"rollout: verl's rollout {_rollout_name(config)!r} generates in its own "
+                        f"server processes; this worker records actor and ref only "
+                        f"(README, RL: verl)")
+    return configs
 
 
 def _roles(role: str):
