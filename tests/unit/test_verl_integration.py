@@ -172,6 +172,15 @@ def test_verls_own_profiler_beside_ours_is_refused_with_the_fix(verl, tmp_path):
     assert "global_profiler.tool=mindspeed_prof" in message
 
 
+def test_verls_profiler_of_another_role_in_the_same_process_is_refused_too(verl, tmp_path):
+    # the worker's own DistProfiler (the actor's block) starts the process's one profiler, so
+    # it clashes with the ref's session as much as with the actor's
+    config = worker_config(role_yaml(tmp_path, ref={"profile_steps": "2"}),
+                           actor={"tool": "npu", "enable": True})
+    with pytest.raises(ConfigError, match=r"actor_rollout_ref\.actor\.profiler \(tool=npu"):
+        make(verl(), config, init=False)
+
+
 def test_verls_profiler_on_another_rank_or_tool_is_no_conflict(verl, tmp_path):
     config = worker_config(role_yaml(tmp_path, **ISSUE_ROLES),
                            actor={"tool": "torch", "enable": True, "ranks": [1]},

@@ -11,29 +11,29 @@ import hydra
 from mindspeed_prof import log
 from mindspeed_prof.errors import ConfigError
 
+from .shape import UnknownVerlShape
+
 
 @hydra.main(config_path="pkg://verl.trainer.config", config_name="ppo_trainer", version_base=None)
 def main(config):
     try:
         _run(config)
-    except Exception as exc:
+    except (ConfigError, UnknownVerlShape) as exc:
         # hydra reports an exception as a traceback and exit code 1; a usage error is one line
         # and exit code 2. The TaskRunner's ConfigError arrives as Ray's RayTaskError, which is
-        # also a ConfigError and keeps it as ``cause``.
-        cause = getattr(exc, "cause", None) if isinstance(exc, ConfigError) else None
-        if not isinstance(exc, ConfigError):
-            raise
-        log.error(str(cause if isinstance(cause, ConfigError) else exc))
+        # also a ConfigError and keeps the original as ``cause``. An unknown verl fails here,
+        # in the driver, when the runner is imported.
+        cause = getattr(exc, "cause", None)
+        log.error(str(cause if isinstance(cause, (ConfigError, UnknownVerlShape)) else exc))
         sys.exit(2)
 
 
 def _run(config):
-    from verl.trainer.main_ppo import run_ppo
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
     from verl.utils.device import auto_set_device
 
-    from .runner import ProfiledTaskRunner
+    from .runner import VERL_RUNNER, ProfiledTaskRunner
 
     if config.trainer.use_v1:
         raise ConfigError("trainer.use_v1=true runs verl's v1 trainer (TaskRunnerV1, "
@@ -42,7 +42,7 @@ def _run(config):
     auto_set_device(config)
     validate_config(config=config, use_reference_policy=need_reference_policy(config),
                     use_critic=need_critic(config))
-    run_ppo(config, task_runner_class=ProfiledTaskRunner)
+    VERL_RUNNER.run_ppo(config, task_runner_class=ProfiledTaskRunner)
 
 
 if __name__ == "__main__":

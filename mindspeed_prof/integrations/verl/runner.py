@@ -12,13 +12,13 @@ settings into the workers' config as their role YAML (settings.from_verl_profile
 """
 
 import ray
-from verl.trainer import main_ppo_v0
-from verl.workers import engine_workers
 
 from mindspeed_prof.errors import ConfigError
 
 from . import settings, shape
-from .worker import VERSION, ProfiledActorRolloutRefWorker, planned_roles
+from .worker import VERSION, ProfiledActorRolloutRefWorker, _Base, planned_roles
+
+VERL_RUNNER = shape.imports(shape.RUNNER_IMPORTS)
 
 
 def _unwrap(remote_cls):
@@ -28,15 +28,15 @@ def _unwrap(remote_cls):
 # verl's TaskRunner class is only reachable through its Ray wrapper; a subclass of it breaks
 # the zero-argument super() in its __init__ once Ray ships the class to the actor's process, so
 # the runner subclasses its (plain) base and takes TaskRunner.run as it is.
-_TaskRunner = _unwrap(main_ppo_v0.TaskRunner)
+_TaskRunner = _unwrap(VERL_RUNNER.TaskRunner)
 
 
-class _ProfiledTaskRunner(main_ppo_v0.BaseTaskRunner):
+class _ProfiledTaskRunner(VERL_RUNNER.BaseTaskRunner):
     def add_actor_rollout_worker(self, config):
         cls, group_cls = super().add_actor_rollout_worker(config)
         replaced = [role for role, remote in self.role_worker_mapping.items()
-                    if _unwrap(remote) is engine_workers.ActorRolloutRefWorker]
-        if cls is not engine_workers.ActorRolloutRefWorker or not replaced:
+                    if _unwrap(remote) is _Base]
+        if cls is not _Base or not replaced:
             raise shape.UnknownVerlShape(
                 f"verl {VERSION}'s TaskRunner.add_actor_rollout_worker put "
                 f"{getattr(cls, '__name__', cls)} in the role map, not "

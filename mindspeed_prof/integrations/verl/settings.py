@@ -105,13 +105,13 @@ def _with_stages(role, config, where):
 
 
 def verl_profiler_conflicts(worker_config: Mapping, roles_here, rank: int) -> list:
-    """verl's own profilers that would run in this process on this rank: the per-role
-    ``profiler`` blocks read by the worker (actor, ref; the rollout block configures the
-    rollout server, another process) with a verl tool and ``enable``."""
+    """verl's own profilers that would run in this worker's process on this rank: the per-role
+    ``profiler`` blocks it reads (verl 0.9.1: the worker's own DistProfiler takes the actor's
+    block, else the rollout's, else the ref's; the inner actor and ref engines take theirs),
+    with a verl tool and ``enable``. Each starts the process's one profiler."""
+    outer = next(role for role in ("actor", "rollout", "ref") if role in roles_here)
     found = []
-    for role in roles_here:
-        if role == "rollout":
-            continue
+    for role in dict.fromkeys((outer, *[r for r in ("actor", "ref") if r in roles_here])):
         block = plain((worker_config.get(role) or {}).get("profiler")) or {}
         if not block.get("enable") or block.get("tool") not in VERL_TOOLS:
             continue

@@ -36,21 +36,36 @@ IMPORTS = {
 }
 
 
-def load() -> SimpleNamespace:
-    """verl's objects the worker needs, checked (imports verl)."""
+# What the TaskRunner hook imports (runner.py, main_ppo.py).
+RUNNER_IMPORTS = {
+    "TaskRunner": ("verl.trainer.main_ppo_v0", "TaskRunner"),
+    "BaseTaskRunner": ("verl.trainer.main_ppo_v0", "BaseTaskRunner"),
+    "run_ppo": ("verl.trainer.main_ppo", "run_ppo"),
+}
+
+
+def imports(names) -> SimpleNamespace:
+    """verl's objects ``names`` lists ({key: (module, name)}), plus ``version`` (imports verl);
+    UnknownVerlShape naming every one that is missing."""
     import verl
 
     version = getattr(verl, "__version__", "?")
     found, missing = {"version": version}, []
-    for key, (module, name) in IMPORTS.items():
+    for key, (module, name) in names.items():
         try:
             found[key] = getattr(importlib.import_module(module), name)
         except (ImportError, AttributeError) as exc:
             missing.append(f"{module}.{name}: {exc}")
     if missing:
         raise UnknownVerlShape(_message(version, missing))
-    check(version, found["ActorRolloutRefWorker"], found["MAGIC_ATTR"], found["BaseRollout"])
     return SimpleNamespace(**found)
+
+
+def load() -> SimpleNamespace:
+    """verl's objects the worker needs, its worker's shape checked."""
+    found = imports(IMPORTS)
+    check(found.version, found.ActorRolloutRefWorker, found.MAGIC_ATTR, found.BaseRollout)
+    return found
 
 
 def check(version: str, worker_cls, magic_attr: str, base_rollout) -> None:

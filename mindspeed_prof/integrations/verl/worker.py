@@ -54,9 +54,8 @@ class ProfiledActorRolloutRefWorker(_Base):
         profilers = {role: role_profiler(role, cfg, rank=self.rank, world_size=self.world_size,
                                          total_steps=total) for role, cfg in configs.items()}
         self.mindspeed_prof = WorkerProfilers(profilers, VERSION)
-        conflicts = settings.verl_profiler_conflicts(config, self.mindspeed_prof.roles(),
-                                                     self.rank)
-        if conflicts:
+        conflicts = settings.verl_profiler_conflicts(config, _roles(role), self.rank)
+        if conflicts and self.mindspeed_prof.active:
             self.mindspeed_prof.close("config error")
             raise ConfigError(
                 f"verl's own profiler would run beside mindspeed_prof in this worker (rank "

@@ -8,7 +8,6 @@ and ref, each method registered for dispatch; ``update_weights`` is async and ta
 @register).
 """
 
-import copy
 import os
 
 import torch
