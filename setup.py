@@ -47,6 +47,8 @@ setup(
         "mindspeed_prof.backends",
         "mindspeed_prof.commands",
         "mindspeed_prof.drivers",
+        "mindspeed_prof.integrations",
+        "mindspeed_prof.integrations.verl",
         "mindspeed_prof.output",
         "mindspeed_prof.output.check",
         "mindspeed_prof.output.read",

@@ -1,11 +1,13 @@
 """The dependency rules of DESIGN §1, checked in fresh interpreters."""
 
 import json
+import os
 import subprocess
 import sys
 
-FORBIDDEN_FOR_CORE = ("megatron", "mindspeed", "mindspeed_llm", "torch_npu",
-                      "mindspeed_prof.patches", "mindspeed_prof.arguments")
+FORBIDDEN_FOR_CORE = ("megatron", "mindspeed", "mindspeed_llm", "torch_npu", "verl",
+                      "mindspeed_prof.patches", "mindspeed_prof.arguments",
+                      "mindspeed_prof.integrations")
 
 
 def imported_after(code):
@@ -18,9 +20,29 @@ def test_core_imports_neither_megatron_nor_the_integration_layers():
     modules = imported_after(
         "import mindspeed_prof, mindspeed_prof.config, mindspeed_prof.manager, "
         "mindspeed_prof.loop, mindspeed_prof.window, mindspeed_prof.backends.torch_backend")
-    leaked = [m for m in modules if m.split(".")[0] in FORBIDDEN_FOR_CORE[:4]
-              or m.startswith(FORBIDDEN_FOR_CORE[4:])]
+    leaked = [m for m in modules if m.split(".")[0] in FORBIDDEN_FOR_CORE[:5]
+              or m.startswith(FORBIDDEN_FOR_CORE[5:])]
     assert leaked == []
+
+
+def test_the_role_driver_imports_no_integration_and_no_verl():
+    modules = imported_after("import mindspeed_prof.rl, mindspeed_prof.drivers.roles")
+    assert [m for m in modules if m.split(".")[0] == "verl"
+            or m.startswith("mindspeed_prof.integrations")] == []
+
+
+def test_the_verl_integration_imports_verl_only_in_its_worker_modules():
+    # settings, steps and shape are verl-free (the unit tests run them without verl); the
+    # worker imports verl, here the imitation, so the first assertion could fail.
+    imitation = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fakes",
+                             "verl_imitation")
+    light = imported_after("import mindspeed_prof.integrations.verl.settings, "
+                           "mindspeed_prof.integrations.verl.steps, "
+                           "mindspeed_prof.integrations.verl.shape")
+    assert [m for m in light if m.split(".")[0] == "verl"] == []
+    heavy = imported_after(f"sys.path.insert(0, {imitation!r})\n"
+                           "import mindspeed_prof.integrations.verl.worker")
+    assert "verl.workers.engine_workers" in heavy
 
 
 def test_importing_the_package_is_cheap():

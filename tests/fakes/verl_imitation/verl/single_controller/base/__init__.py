@@ -1,0 +1,3 @@
+from .worker import Worker
+
+__all__ = ["Worker"]
