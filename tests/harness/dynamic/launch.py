@@ -222,3 +222,57 @@ def start_server(report_dir, nproc=2, args=(), env=None, launcher_prefix=()):
     except BaseException:
         server.kill_all()
         raise
+
+
+def free_port(host="127.0.0.1"):
+    """A port free now, for a tool that binds its own ``--port`` (a small race, as any)."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def real_tool_env(report_dir, checkout, overlay_dir):
+    """The real tier's job environment: the checkout's packages over the installed wheel."""
+    return job_env(report_dir, pythonpath=[str(overlay_dir)], MEGATRON_LM_PATH=checkout,
+                   CUDA_DEVICE_MAX_CONNECTIONS=1)  # Megatron-LM insists on it under TP
+
+
+def make_real_checkpoint(checkout, work_dir, nproc=2, timeout=300):
+    """The overlay folder and a random-weight ``--ckpt-format torch`` checkpoint of the tiny
+    model, saved by the checkout's own ``save_checkpoint`` (``real_server.py checkpoint``)."""
+    from harness.real_megatron import overlay
+
+    from . import real_server
+
+    overlay_dir, save = os.path.join(work_dir, "overlay"), os.path.join(work_dir, "checkpoint")
+    os.makedirs(overlay_dir, exist_ok=True)
+    overlay.build(checkout, overlay_dir)
+    command = torchrun(os.path.join(HERE, "real_server.py"), nproc) + [
+        "checkpoint", "--tensor-model-parallel-size", str(nproc), *real_server.MODEL_ARGS,
+        *real_server.ENGINE_ARGS, "--save", save, "--save-interval", "1"]
+    started = time.time()
+    proc = subprocess.run(command, env=real_tool_env(work_dir, checkout, overlay_dir),
+                          cwd=work_dir, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"checkpoint job exited {proc.returncode}:\n{proc.stderr[-6000:]}")
+    return overlay_dir, save, time.time() - started
+
+
+def start_real_server(report_dir, checkout, overlay_dir, checkpoint, nproc=2):
+    """The checkout's ``tools/run_dynamic_text_generation_server.py`` (via ``real_server.py
+    serve``) on 127.0.0.1 and a free port; ready to serve."""
+    from . import real_server
+
+    os.makedirs(report_dir, exist_ok=True)
+    port = free_port()
+    command = torchrun(os.path.join(HERE, "real_server.py"), nproc) + [
+        "serve", "--tensor-model-parallel-size", str(nproc), *real_server.MODEL_ARGS,
+        *real_server.ENGINE_ARGS, "--load", checkpoint, "--host", "127.0.0.1",
+        "--port", str(port)]
+    server = Server(command, report_dir, nproc,
+                    real_tool_env(report_dir, checkout, overlay_dir), port=port)
+    try:
+        return server.wait_ready()
+    except BaseException:
+        server.kill_all()
+        raise
