@@ -119,7 +119,8 @@ def test_softmax_lse_is_returned_in_flash_attn_2_shapes():
 
 def test_a_sliding_window_limits_the_keys_each_query_sees():
     torch.manual_seed(6)
-    q, k, v = torch.randn(6, HEADS, DIM), torch.randn(6, KV_HEADS, DIM), torch.randn(6, KV_HEADS, DIM)
+    q = torch.randn(6, HEADS, DIM)
+    k, v = torch.randn(6, KV_HEADS, DIM), torch.randn(6, KV_HEADS, DIM)
     cu = torch.tensor([0, 6], dtype=torch.int32)
     out = flash_standin.flash_attn_varlen_func(q, k, v, cu, cu, 6, 6, causal=True,
                                                window_size=(1, 0))

@@ -156,16 +156,20 @@ real_tool_only = pytest.mark.skipif(
 def _start(kind, folder):
     if kind == "wheel":
         return launch.start_server(folder / "reports", nproc=2), {}
+    if kind == "async_llm":
+        return launch.start_server(folder / "reports", nproc=2, args=["--api", "async-llm"]), {}
     overlay_dir, checkpoint, seconds = launch.make_real_checkpoint(CHECKOUT, str(folder))
     return (launch.start_real_server(folder / "reports", CHECKOUT, overlay_dir, checkpoint),
             {"checkpoint_s": round(seconds, 1)})
 
 
-@pytest.fixture(scope="module", params=["wheel", pytest.param("real_tool", marks=real_tool_only)])
+@pytest.fixture(scope="module",
+                params=["wheel", "async_llm", pytest.param("real_tool", marks=real_tool_only)])
 def served(request, tmp_path_factory):
-    """One TP=2 server (built from the wheel's pieces, or the checkout's own tool): health, a
-    profile window around one batch of two completions, a second window opened and closed
-    under /v1/ around a third, then SIGINT to the job."""
+    """One TP=2 server (the wheel's pieces wired as the tool wires them, the same served by
+    ``MegatronAsyncLLM.serve``, or the checkout's own tool): health, a profile window around
+    one batch of two completions, a second window opened and closed under /v1/ around a third,
+    then SIGINT to the job."""
     if _MISSING:
         pytest.skip(f"the dynamic server needs {', '.join(_MISSING)}")
     server, times = _start(request.param, tmp_path_factory.mktemp(f"dynamic_{request.param}"))
@@ -227,11 +231,12 @@ def test_the_relayed_profile_signal_lands_between_steps_on_every_ranks_computing
     for rank, report in served["run"].reports.items():
         calls = report["profiler_calls"]
         assert [c["call"] for c in calls] == ["cudaProfilerStart", "cudaProfilerStop"] * 2, rank
-        step_threads = {step["thread"] for step in report["steps"]}
-        assert step_threads == {report["main_thread"]}
+        # The tool computes on the main thread, MegatronAsyncLLM on its runtime thread.
+        computing = report.get("api_thread", report["main_thread"])
+        assert {step["thread"] for step in report["steps"]} == {computing}
         for call in calls:
             assert call["caller"] == "DynamicInferenceEngine.schedule_requests"
-            assert call["thread"] == report["main_thread"]
+            assert call["thread"] == computing
         by_prompt = {" ".join(map(str, r["prompt"])): r["finished_at_step"]
                      for r in report["requests"].values()}
         start, stop, v1_start, v1_stop = (c["step_count"] for c in calls)
@@ -240,6 +245,15 @@ def test_the_relayed_profile_signal_lands_between_steps_on_every_ranks_computing
         assert start < report["steps"][0]["step"]
         assert stop >= max(by_prompt[p] for p in PROMPTS[:2]) and v1_start >= stop
         assert v1_start < by_prompt[PROMPTS[2]] <= v1_stop
+
+
+@needs_server_deps
+def test_the_high_level_api_server_steps_on_its_runtime_thread_not_the_main_thread(served):
+    if served["kind"] != "async_llm":
+        pytest.skip("MegatronAsyncLLM.serve only")
+    for report in served["run"].reports.values():
+        assert report["api_thread"] != report["main_thread"]
+        assert {step["thread"] for step in report["steps"]} == {report["api_thread"]}
 
 
 @needs_server_deps
@@ -262,7 +276,8 @@ def test_sigint_to_the_job_stops_every_process_and_frees_the_port(served):
     assert served["leftovers"] == {}, served["leftovers"]
     assert not launch.port_open(run.port)
     # serve_dynamic.py records the KeyboardInterrupt; the real tool catches it and returns.
-    ends = {"wheel": "KeyboardInterrupt", "real_tool": "returned"}
+    ends = {"wheel": "KeyboardInterrupt", "async_llm": "KeyboardInterrupt",
+            "real_tool": "returned"}
     assert run.reports[0]["end"] == ends[served["kind"]], run.describe()
     # torchrun's SIGINT handler re-raises as its own failure: the job's exit status is 1.
     assert run.returncode == 1, run.describe()

@@ -34,6 +34,8 @@ def _parse(argv):
     parser.add_argument("--frontends", type=int, default=2,
                         help="front-end processes (the tool uses start_text_gen_server's 4)")
     parser.add_argument("--logging-step-interval", type=int, default=0)
+    parser.add_argument("--api", choices=("tool", "async-llm"), default="tool",
+                        help="wire the pieces as the tool does, or serve with MegatronAsyncLLM")
     parser.add_argument("--no-reference", action="store_true",
                         help="skip the no-KV-cache reference forward of each finished request")
     return parser.parse_args(argv)
@@ -72,6 +74,34 @@ async def _serve(engine, args, rank, log):
             stop_text_gen_server()
 
 
+async def _serve_high_level(model, shape, args, rank, log):
+    """The same server through ``MegatronAsyncLLM.serve`` (``examples/inference/
+    launch_inference_server.py``): the engine loop runs on the API's background thread."""
+    from megatron.core.inference.apis import MegatronAsyncLLM, ServeConfig
+    from megatron.core.inference.text_generation_server.dynamic_text_gen_server import (
+        text_generation_server,
+    )
+
+    from harness.dynamic import tiny_gpt
+
+    port = args.port
+    if port == 0:  # serve() binds the port itself: take one free now
+        with _listening_socket(args.host, 0) as probe:
+            port = probe.getsockname()[1]
+    async with MegatronAsyncLLM(model=model, tokenizer=tiny_gpt.IdTokenizer(),
+                                inference_config=tiny_gpt.inference_config(shape),
+                                coordinator_host=args.host) as llm:
+        log.attach(llm.engine)  # no request yet: the loop looks async_step up every step
+        log.set(api_thread=llm._loop_manager._thread.native_id)
+        await llm.serve(ServeConfig(host=args.host, port=port, frontend_replicas=args.frontends),
+                        blocking=False)
+        if rank == 0:
+            log.set(port=port, coordinator_pid=llm.engine.inference_coordinator_process.pid,
+                    frontend_pids=[p.pid for p in text_generation_server._SERVER_PROCESSES])
+        log.set(serving=True)
+        await llm.wait_for_shutdown()
+
+
 def main(argv=None):
     started = time.time()
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -85,19 +115,25 @@ def main(argv=None):
 
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     end = "returned"
-    with torch.inference_mode():  # as the tool
+    # The tool builds and serves under inference_mode; the high-level API must not (the mode is
+    # thread-local and its engine loop runs on another thread).
+    with torch.inference_mode(args.api == "tool"):
         tiny_gpt.init_parallel(tp=world)
         model = tiny_gpt.build_model(tp=world)
         reference = None if args.no_reference else (
             lambda prompt, generated: tiny_gpt.reference_tokens(model, prompt, generated))
-        log = steps.StepLog.from_env(rank, reference, loop="server", tp=world)
+        log = steps.StepLog.from_env(rank, reference, loop=f"server ({args.api})", tp=world)
         cuda_extras.CUDART.listeners.append(log.profiler_call)
         shape = tiny_gpt.EngineShape(logging_step_interval=args.logging_step_interval)
-        engine = tiny_gpt.build_engine(model, shape)
-        log.attach(engine)
+        if args.api == "tool":
+            engine = tiny_gpt.build_engine(model, shape)
+            log.attach(engine)
+            serving = _serve(engine, args, rank, log)
+        else:
+            serving = _serve_high_level(model, shape, args, rank, log)
         log.set(import_and_build_s=round(time.time() - started, 2))
         try:
-            asyncio.run(_serve(engine, args, rank, log))
+            asyncio.run(serving)
         except KeyboardInterrupt:
             end = "KeyboardInterrupt"
         finally:
