@@ -13,6 +13,7 @@ import importlib.metadata
 import importlib.util
 import os
 import signal
+import time
 
 import pytest
 
@@ -138,6 +139,14 @@ def test_the_high_level_api_runs_engine_steps_on_its_own_thread(tmp_path):
 PROMPTS = ("1 4 7 10 13 16", "2 5 8", "30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47")
 
 
+def _wait_for(condition, what, timeout=30.0):
+    deadline = time.time() + timeout
+    while not condition():
+        if time.time() > deadline:
+            raise TimeoutError(f"{what}: not after {timeout} s")
+        time.sleep(0.1)
+
+
 def _proc(pid):
     with open(f"/proc/{pid}/stat") as handle:
         ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
@@ -175,15 +184,25 @@ def served(request, tmp_path_factory):
         pytest.skip(f"the dynamic server needs {', '.join(_MISSING)}")
     server, times = _start(request.param, tmp_path_factory.mktemp(f"dynamic_{request.param}"))
     pids = server.job_pids()
+
+    def landed(route, count):
+        # The route answers before the signal reaches the engines, and two front ends relay
+        # through two coordinator connections: without this wait a stop and the next start
+        # can reach the engines in either order (FACTS.md section 4).
+        answer = server.post(route)
+        _wait_for(lambda: all(len(r["profiler_calls"]) >= count
+                              for r in server.reports().values()), f"{route} on every rank")
+        return answer
+
     try:
         answers = {"health": server.get("/health"),
                    "processes": {pid: _proc(pid) for pid in sum(pids.values(), [])},
-                   "start": server.post("/start_profile"),
+                   "start": landed("/start_profile", 1),
                    "batch": server.completion(list(PROMPTS[:2]), 5),
-                   "stop": server.post("/stop_profile"),
-                   "v1_start": server.post("/v1/start_profile"),
+                   "stop": landed("/stop_profile", 2),
+                   "v1_start": landed("/v1/start_profile", 3),
                    "single": server.completion(PROMPTS[2], 3, path="/completions"),
-                   "v1_stop": server.post("/v1/stop_profile")}
+                   "v1_stop": landed("/v1/stop_profile", 4)}
     except BaseException:
         server.kill_all()
         raise
