@@ -2,9 +2,12 @@
 
 from .argv import explicit_knobs, profile_tokens_present, rank_tokens
 from .flags import add_profile_args, add_recorded_profile_flags, all_flags, host_defines
-from .resolve import config_from_args, parse_profile_flags
+from .resolve import (WINDOW_KNOBS, Resolved, config_from_args, parse_profile_flags,
+                      resolve_args, resolve_profile_flags)
 
 __all__ = [
+    "WINDOW_KNOBS",
+    "Resolved",
     "add_profile_args",
     "add_recorded_profile_flags",
     "all_flags",
@@ -14,4 +17,6 @@ __all__ = [
     "parse_profile_flags",
     "profile_tokens_present",
     "rank_tokens",
+    "resolve_args",
+    "resolve_profile_flags",
 ]

@@ -8,6 +8,8 @@ defined the flag.
 import argparse
 import os
 import sys
+from dataclasses import dataclass
+from typing import FrozenSet
 
 from mindspeed_prof.config import KNOBS, ProfilerConfig, flag_name
 from mindspeed_prof.errors import ConfigError
@@ -18,6 +20,25 @@ from .messages import unrecognized
 from .yaml_file import CONFIG_ENV, env_config_path, env_values, load_yaml
 
 
+# The knobs that ask for a window. A server started with none of them given (on the command
+# line, in the environment or in the YAML file) plans no window and waits for an HTTP start:
+# the parser's defaults (Megatron's 10/12) are not a window anyone asked for.
+WINDOW_KNOBS = frozenset({"profile_step_start", "profile_step_end", "profile_steps",
+                          "profile_every", "profile_trigger_file"})
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The config, and the knobs whose value someone gave (not the parser's default)."""
+
+    config: ProfilerConfig
+    given: FrozenSet[str]
+
+    @property
+    def window_given(self) -> bool:
+        return bool(self.given & WINDOW_KNOBS)
+
+
 def config_from_args(args, argv=None, environ=None):
     """One ProfilerConfig from a parsed namespace (Megatron's, MindSpeed's or a plain parser's).
 
@@ -25,6 +46,11 @@ def config_from_args(args, argv=None, environ=None):
     flags were typed, and carries the raw ``--profile-ranks`` tokens when the host parsed them as
     ints. Raises ConfigError naming the flag (or file key / variable) and the fix.
     """
+    return resolve_args(args, argv, environ).config
+
+
+def resolve_args(args, argv=None, environ=None):
+    """``config_from_args``, and which knobs were given (``Resolved``)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     environ = os.environ if environ is None else environ
     typed = argv_tools.explicit_knobs(argv)
@@ -46,7 +72,7 @@ def config_from_args(args, argv=None, environ=None):
     if raw_ranks is not None:
         values["profile_ranks"] = raw_ranks
     _one_window_rule(values, origin, typed, rank=getattr(args, "rank", 0) or 0)
-    return build_config(values, origin)
+    return Resolved(build_config(values, origin), frozenset(typed | set(origin)))
 
 
 _START_END = ("profile_step_start", "profile_step_end")
@@ -115,11 +141,18 @@ def parse_profile_flags(argv, environ=None, implied_profile=False):
     Uses the same flag definitions as training. Unknown options are refused, with the closest
     profile flag suggested for typos. Raises ConfigError; never exits.
     """
+    return resolve_profile_flags(argv, environ, implied_profile).config
+
+
+def resolve_profile_flags(argv, environ=None, implied_profile=False, others_allowed=False):
+    """``parse_profile_flags``, and which knobs were given (``Resolved``). ``others_allowed``:
+    ``argv`` is a whole program's command line (a plain megatron-core script, which Megatron's
+    parser never sees): its own options are left to it, only ours are read."""
     parser = add_profile_args(_Parser(prog="mindspeed-prof", add_help=False, allow_abbrev=False))
     args, unknown = parser.parse_known_args(list(argv))
-    if unknown:
+    if unknown and not others_allowed:
         raise ConfigError(unrecognized(parser, unknown, argv,
                                        "`mindspeed-prof show-config --help`"))
     if implied_profile:
         args.profile = True
-    return config_from_args(args, argv=list(argv), environ=environ)
+    return resolve_args(args, argv=list(argv), environ=environ)

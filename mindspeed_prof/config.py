@@ -85,6 +85,11 @@ class ProfilerConfig:
     profile_steps: tuple = _knob(
         (), kinds.STEPS, "Explicit windows of inclusive iterations, e.g. 100-102,1100-1102; "
         "replaces --profile-step-start/-end.")
+    profile_forwards: tuple = _knob(
+        (), kinds.FORWARDS, "Inference: record only forwards A-B of each profiled request "
+        "(static engine; 1 is its prefill); on the dynamic engine, engine steps A-B of each "
+        "window started over HTTP (vLLM's delay A-1 and max B-A+1), unless the start says "
+        "otherwise.")
     profile_trigger_file: Optional[str] = _knob(
         None, kinds.PATH, "Arm the job for on-demand profiling: `mindspeed-prof trigger FILE "
         "--steps N` profiles the next N iterations on every selected rank.")
@@ -150,6 +155,8 @@ class ProfilerConfig:
             raise ConfigError("--profile-trigger-file is empty; give the path of a file the "
                               "job can see (it need not exist yet).")
         object.__setattr__(self, "profile_steps", window.parse_step_ranges(self.profile_steps))
+        object.__setattr__(self, "profile_forwards",
+                           window.parse_forward_range(self.profile_forwards))
 
     def _check_window_relations(self) -> None:
         every, start, end = self.profile_every, self.profile_step_start, self.profile_step_end
@@ -199,6 +206,7 @@ class ProfilerConfig:
         data["profile_ranks"] = list(self.profile_ranks)
         data["profile_host_sys"] = list(self.profile_host_sys)
         data["profile_steps"] = [list(r) for r in self.profile_steps]
+        data["profile_forwards"] = [list(r) for r in self.profile_forwards]
         data["profile_stages"] = list(self.profile_stages)
         return data
 

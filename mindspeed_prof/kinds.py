@@ -157,3 +157,5 @@ NAMES = Kind("list", _items_fit, "a list", "a list drawn from {choices}", metava
              many=True)
 STEPS = Kind("steps", _ranges_fit, "iteration ranges such as 100-102,1100-1102 (or 7 for one)",
              metavar="A-B", many=True)
+FORWARDS = Kind("forwards", _ranges_fit, "one range of forwards such as 2-5 (or 3 for one)",
+                metavar="A-B", many=True)

@@ -8,6 +8,8 @@
                                              (inclusive iterations; "end" when open-ended)
       req_{first}-{last}/                    the same for inference (requests, DESIGN §6)
       step_{first}-{last}/                   the same for RL (the controller's RL steps)
+      estep_{first}-{last}/                  the same for the dynamic inference engine's steps;
+      {prefix}/estep_{first}-{last}/         a window an HTTP start named (its "prefix")
       {role}/                                RL: a complete save path per role
 """
 

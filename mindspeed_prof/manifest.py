@@ -41,6 +41,11 @@ Schema (version 1)::
     exit                  {reason, detail} - how the run ended (null: the process died before
                           it could say, e.g. SIGKILL)
     requests_served       inference: requests this process started
+    units_run, last_unit  the dynamic engine: engine steps this process ran, the last one's number
+    windows[].started_by  who asked for the window: {by: flags | trigger | http, ...} (http: the
+                          step it was asked before, delay, max, prefix)
+    windows[].units       engine steps: [{n, kind, prefill_requests, decode_requests, tokens,
+                          latency_ms, finished_requests}] for each recorded step
     exit_events           {signals, children_ended, console_writes_lost}: what reached the
                           process while it flushed (held signals, DataLoader workers that died)
     errors, warnings      [{time, phase, message}]
@@ -223,6 +228,11 @@ class Manifest:
 
     def set_served(self, served: int) -> None:
         self.data["requests_served"] = served
+
+    def set_units_run(self, ran: int, last: Optional[int]) -> None:
+        """The dynamic engine: how many engine steps this process ran, and the last one's
+        number (numbers may jump: an engine reset starts them again)."""
+        self.data["units_run"], self.data["last_unit"] = ran, last
 
     def set_window_cut(self, start: int, end: Optional[int], last_served: int) -> None:
         """Inference: the window of requests the server stopped inside (kept for readers of

@@ -56,6 +56,14 @@ class WindowEntry:
     def mark_failed(self) -> None:
         self.data["status"] = "failed"
 
+    def set_origin(self, origin: Dict[str, Any]) -> None:
+        """Who asked for the window: {"by": "flags" | "trigger" | "http", ...}."""
+        self.data["started_by"] = dict(origin)
+
+    def note_unit(self, n: int, info: Dict[str, Any]) -> None:
+        """What recorded unit ``n`` carried (an engine step's forward, its finished requests)."""
+        self.data.setdefault("units", []).append({"n": n, **info})
+
 
 class PlannedWindow:
     """A window of the plan recorded as one session per unit (requests, RL steps): the sessions
@@ -92,8 +100,14 @@ class PlannedWindow:
     def refuse(self, n: int) -> None:
         self.data["refused"].append(n)
 
-    def finish(self) -> None:
+    def finish(self, stopped_by: Optional[str] = None) -> None:
+        """The window is whole; ``stopped_by``: it was stopped on request before its end."""
         self.data["status"] = "complete"
+        if stopped_by is not None:
+            self.data["stopped_early"] = stopped_by
+
+    def set_origin(self, origin: Dict[str, Any]) -> None:
+        self.data.setdefault("started_by", dict(origin))
 
     def mark_cut(self, reason: str, in_progress: Optional[int]) -> None:
         self.data["status"] = "cut"

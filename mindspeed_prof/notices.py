@@ -58,6 +58,11 @@ def announce_plan(plan) -> None:
                  f"{config.profile_trigger_file} --steps N` profiles the next N "
                  f"{unit.plural} on rank(s) {chosen} -> {where}")
         return
+    if not plans:
+        log.info(f"no window planned: none of --profile-step-start/-end, --profile-steps, "
+                 f"--profile-every was given; a server records rank(s) {chosen} from POST "
+                 f"/start_profile to POST /stop_profile (counted in {unit.plural}) -> {where}")
+        return
     shown = ", ".join(describe_window(p, unit, plan.session_per_unit) for p in plans[:3])
     more = f" and {len(plans) - 3} more windows" if len(plans) > 3 else ""
     who = f"{plan.role}: " if plan.role else ""

@@ -34,6 +34,7 @@ class Plan:
     save_path: str
     role: Optional[str] = None
     session_per_unit: bool = False
+    own_folders: bool = False  # every window in its own folder (windows may come over HTTP)
     windows: Tuple[StepSchedule, ...] = ()
     first: int = 1
     last: Optional[int] = None  # the last unit that runs, when known
@@ -83,7 +84,7 @@ class Plan:
 
     def window_dir(self, session: StepSchedule) -> str:
         """The folder a session writes into: the save path, or its window's own folder."""
-        if not (self.session_per_unit or several_windows(self.config)):
+        if not (self.session_per_unit or self.own_folders or several_windows(self.config)):
             return self.save_path
         return layout.window_dir(self.save_path, session.start, session.end, self.unit.prefix)
 
@@ -122,7 +123,7 @@ class Plan:
 def make_plan(config: ProfilerConfig, *, unit: Unit = ITERATION, rank: int = 0,
               world_size: int = 1, layout_of: Optional[LayoutOf] = None,
               role: Optional[str] = None, session_per_unit: bool = False,
-              save_path: Optional[str] = None) -> Plan:
+              save_path: Optional[str] = None, own_folders: bool = False) -> Plan:
     """Who records: the ranks resolved (ConfigError for ranks the job lacks). ``layout_of``
     maps a global rank to its {tp, pp, dp, cp, ep, node} for topology selectors. ``role`` is
     checked here, where it enters the core: it names a folder under the save path."""
@@ -132,4 +133,4 @@ def make_plan(config: ProfilerConfig, *, unit: Unit = ITERATION, rank: int = 0,
         if config.profile else []
     return Plan(config=config, unit=unit, rank=rank, world_size=world_size,
                 selected_ranks=tuple(selected), save_path=save_path or config.profile_save_path,
-                role=role, session_per_unit=session_per_unit)
+                role=role, session_per_unit=session_per_unit, own_folders=own_folders)

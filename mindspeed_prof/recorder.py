@@ -21,6 +21,7 @@ every K units.
 """
 
 import contextlib
+import dataclasses
 import threading
 from typing import Any, Callable, ContextManager, Iterator, Optional
 
@@ -29,6 +30,7 @@ from .config import ProfilerConfig
 from .exits import FlushOnExit
 from .manifest import Manifest, open_manifest
 from .notices import announce_plan, config_notes, wrong_thread_words
+from .on_demand import OnDemandWindows
 from .plan import LayoutOf, Plan, make_plan
 from .session import PROCESS, Session, reporting
 from .startup import check_save_path
@@ -43,23 +45,25 @@ def _nothing(n: int, failure: Optional[Failure] = None) -> None:
     return None
 
 
-class WindowRecorder(RecorderShutdown):
+class WindowRecorder(RecorderShutdown, OnDemandWindows):
     def __init__(self, config: ProfilerConfig, *, rank: int = 0, world_size: int = 1,
                  local_rank: Optional[int] = None, layout_of: Optional[LayoutOf] = None,
                  parallel: Optional[dict] = None, unit: Unit = ITERATION,
                  role: Optional[str] = None, session_per_unit: bool = False,
-                 save_path: Optional[str] = None,
+                 save_path: Optional[str] = None, own_folders: bool = False,
                  on_final_manifest: Optional[Callable[[Manifest], None]] = None):
         """``layout_of`` maps global rank -> {tp, pp, dp, cp, ep, node} (for rank selectors);
         ``parallel`` is the job's parallel sizes, written as torch_npu ``distributed_args``;
         ``session_per_unit`` records every unit of a window as its own session and folder
-        (work that hops threads between units); ``save_path`` overrides the config's (roles);
+        (work that hops threads between units); ``own_folders``: every window in its own folder
+        (windows asked for over HTTP); ``save_path`` overrides the config's (roles);
         ``on_final_manifest(manifest)`` adds what only the driver knows, whoever closes."""
         self.config, self.local_rank, self.parallel = config, local_rank, parallel
         self._layout_of = layout_of
         self.plan: Plan = make_plan(config, unit=unit, rank=rank, world_size=world_size,
                                     layout_of=layout_of, role=role,
-                                    session_per_unit=session_per_unit, save_path=save_path)
+                                    session_per_unit=session_per_unit, save_path=save_path,
+                                    own_folders=own_folders)
         self.closed = False
         self.schedule: Optional[StepSchedule] = None  # the next (or running) session's
         self.manifest: Optional[Manifest] = None
@@ -79,6 +83,7 @@ class WindowRecorder(RecorderShutdown):
         self._last_begun: Optional[int] = None
         self._failure: Optional[Failure] = None  # how the last failed unit ended
         self._on_final_manifest = on_final_manifest
+        self._demand, self._origin = None, {"by": "flags"}  # windows asked for at run time
         if not self.plan.idle:
             self.backend_name, _ = backends.choose(config)
         self.idle = self.plan.idle
@@ -110,13 +115,14 @@ class WindowRecorder(RecorderShutdown):
     # -- start-up -------------------------------------------------------------------------------
 
     def arm(self, *, first: int = 1, last: Optional[int] = None,
-            exit_interval: Optional[int] = None) -> None:
+            exit_interval: Optional[int] = None, planned: bool = True) -> None:
         """Check the windows, the save path and the disk budget before the first unit.
 
         ``first`` is the first unit this process runs (a resumed run's next iteration), ``last``
-        the last one when it is known (``--train-iters``, ``total_steps``), else None."""
-        self.plan = plan = self.plan.with_windows(first=first, last=last,
-                                                  exit_interval=exit_interval)
+        the last one when it is known (``--train-iters``, ``total_steps``), else None.
+        ``planned=False``: no window was asked for (a server waiting for an HTTP start)."""
+        plan = self.plan.with_windows(first=first, last=last, exit_interval=exit_interval)
+        self.plan = plan = plan if planned else dataclasses.replace(plan, windows=())
         if self.config.profile:
             announce_plan(plan)  # rank 0 only
         if plan.active:
@@ -242,7 +248,8 @@ class WindowRecorder(RecorderShutdown):
         self._windows_opened += 1
         session = Session.for_plan(self.plan, schedule, self.manifest, self.backend_name,
                                    self.parallel, self.report, on_saved=self._on_saved,
-                                   on_failure=self._gave_up)
+                                   on_failure=self._gave_up, directory=self._window_dir(schedule))
+        self._window_opened(session)
         self._session, self._state, self._stop_wanted = session, State.RUNNING, None
         self._stopped.clear()
         self.manifest.set_status("running")
@@ -271,24 +278,6 @@ class WindowRecorder(RecorderShutdown):
                                       f"and one process runs one profiler at a time; give the "
                                       f"two windows different steps or stages")
         return False
-
-    # -- on-demand trigger ----------------------------------------------------------------------
-
-    def _poll(self, n: int) -> None:
-        request = self._watcher.check(n)  # every rank, same unit: one broadcast
-        if request is None:
-            return
-        if self._state is State.RUNNING:
-            self._watcher.ignored(request, n, self.unit, "a window is still running")
-            return
-        sessions, window = trigger.sessions_for(request, n, self.plan, self._layout_of,
-                                                self._watcher)
-        if sessions:
-            if self._units is not None:
-                self._units.add(window)
-            self._queue = iter(sessions)
-            self.schedule = next(self._queue)
-            self._state = State.ARMED
 
     # -- reporting ------------------------------------------------------------------------------
 

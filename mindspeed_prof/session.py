@@ -89,10 +89,11 @@ class Session:
     def for_plan(cls, plan: Any, schedule: StepSchedule, manifest: Any, backend_name: str,
                  parallel: Optional[dict], report: Report, *,
                  on_saved: Callable[["Session"], None],
-                 on_failure: Callable[["Session"], None]) -> "Session":
-        """The session of ``schedule`` under ``plan``: its folder, capture name and manifest
-        window entry (written now, as running)."""
-        directory = plan.window_dir(schedule)
+                 on_failure: Callable[["Session"], None],
+                 directory: Optional[str] = None) -> "Session":
+        """The session of ``schedule`` under ``plan``: its folder (the plan's, unless
+        ``directory`` says), capture name and manifest window entry (written now, as running)."""
+        directory = directory or plan.window_dir(schedule)
         window = manifest.add_window(schedule.start, schedule.end,
                                      os.path.relpath(directory, plan.save_path))
         return cls(schedule=schedule, window=window, backend_name=backend_name,

@@ -234,11 +234,15 @@ class RecorderShutdown:
             self._on_final_manifest(manifest)
         if not self._windows_opened and not self.plan.polling:
             manifest.mark_nothing_profiled()
-            planned = self.plan.windows
-            start = self.schedule.start if self.schedule else (
-                planned[0].start if planned else self.plan.config.profile_step_start)
-            self.report("warning", "stop", f"{self.plan.unit.owner} ended ({reason}) before "
-                                           f"{self.plan.unit.name} {start}; nothing was profiled")
+            planned, unit = self.plan.windows, self.plan.unit
+            if not planned and self.schedule is None:
+                self.report("warning", "stop", f"{unit.owner} ended ({reason}) and no window "
+                                               f"was asked for (no window flags, no HTTP start); "
+                                               f"nothing was profiled")
+            else:
+                start = self.schedule.start if self.schedule else planned[0].start
+                self.report("warning", "stop", f"{unit.owner} ended ({reason}) before "
+                                               f"{unit.name} {start}; nothing was profiled")
         elif self._session is not None:
             self._on_saved(self._session)
         manifest.save()

@@ -131,13 +131,7 @@ class TriggerWatcher:
         return {"id": request_id, "steps": steps, "ranks": request.get("ranks")}
 
     def _share(self, request):
-        import torch.distributed as dist
-
-        if self.world_size <= 1 or not (dist.is_available() and dist.is_initialized()):
-            return request
-        holder = [request]
-        dist.broadcast_object_list(holder, src=0, device=_collective_device(dist))
-        return holder[0]
+        return share_from_rank0(request, self.world_size)
 
     def ignored(self, request, n, unit, why):
         """Rank 0 says a request could not be acted on at unit ``n``."""
@@ -197,6 +191,18 @@ def sessions_for(request, n, plan, layout_of, watcher):
     if plan.rank not in chosen:
         return [], None
     return sessions, StepSchedule(skip_first=first, warmup=0, active=last - first + 1)
+
+
+def share_from_rank0(value, world_size):
+    """Rank 0's ``value`` on every rank: one small broadcast at a unit boundary, the one every
+    rank-aligned decision uses (the trigger file, the static server's HTTP start and stop)."""
+    import torch.distributed as dist
+
+    if world_size <= 1 or not (dist.is_available() and dist.is_initialized()):
+        return value
+    holder = [value]
+    dist.broadcast_object_list(holder, src=0, device=_collective_device(dist))
+    return holder[0]
 
 
 def _collective_device(dist):

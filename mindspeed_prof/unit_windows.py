@@ -80,6 +80,15 @@ class UnitWindows:
             if manifest is not None:
                 manifest.save()
 
+    def stop(self, manifest: Optional[Manifest], start: int, stopped_by: Optional[str]) -> None:
+        """The window from unit ``start`` was stopped on request (an HTTP stop): whole, up to
+        here; ``stopped_by`` when it had a length it did not reach."""
+        planned = self.current
+        if planned is not None and planned.start == start and planned.status == "running":
+            planned.finish(stopped_by)
+            if manifest is not None:
+                manifest.save()
+
     def cut(self, reason: str, in_progress: Optional[int]) -> None:
         if self.current is not None and self.current.status == "running":
             self.current.mark_cut(reason, in_progress)

@@ -1,5 +1,6 @@
-"""What the window flags count in each scenario (DESIGN §6): iterations in training, requests in
-inference, the controller's RL steps in RL. Trace step ids are these numbers."""
+"""What the window flags count in each scenario (DESIGN §6): iterations in training, requests on
+the static inference engine, engine steps on the dynamic one, the controller's RL steps in RL.
+Trace step ids are these numbers."""
 
 from dataclasses import dataclass
 
@@ -17,7 +18,10 @@ class Unit:
 ITERATION = Unit("iteration", "iterations", "iter", "training")
 REQUEST = Unit("request", "requests", "req", "the server")
 RL_STEP = Unit("RL step", "RL steps", "step", "the RL loop")
-UNITS = {u.name: u for u in (ITERATION, REQUEST, RL_STEP)}
+# One DynamicInferenceEngine step (an async_step, or a dummy forward the engine loop counts),
+# numbered as the engine's own context.step_count numbers it (its step log prints the same).
+ENGINE_STEP = Unit("engine step", "engine steps", "estep", "the engine")
+UNITS = {u.name: u for u in (ITERATION, REQUEST, RL_STEP, ENGINE_STEP)}
 
 
 def in_words(text: str, unit: Unit) -> str:

@@ -196,6 +196,35 @@ def parse_step_ranges(tokens):
     return tuple(ranges)
 
 
+def parse_forward_range(tokens):
+    """``--profile-forwards 2-5`` -> ((2, 5),): one inclusive range of forwards, from 1."""
+    flag = "--profile-forwards"
+    if tokens is None or (isinstance(tokens, tuple) and not tokens):
+        return ()
+    items = tokens if isinstance(tokens, (list, tuple)) else [tokens]
+    if len(items) == 1 and isinstance(items[0], (list, tuple)) and len(items[0]) == 2:
+        ranges = [(int(items[0][0]), int(items[0][1]))]
+    else:
+        ranges = []
+        for part in " ".join(str(t) for t in items).replace(",", " ").split():
+            first, _, last = part.partition("-")
+            if not first.isdigit() or (last and not last.isdigit()):
+                raise ConfigError(f"{flag} {part!r} is not a range of forwards; write A-B, e.g. "
+                                  f"{flag} 2-5 (forward 1 is the prefill), or 3 for one.")
+            ranges.append((int(first), int(last or first)))
+    if len(ranges) != 1:
+        shown = " ".join(str(t) for t in items) or "[]"
+        raise ConfigError(f"{flag} {shown!r} must be one range A-B (e.g. 2-5), not "
+                          f"{len(ranges) or 'no'} ranges.")
+    first, last = ranges[0]
+    if first < 1:
+        raise ConfigError(f"{flag} {first}-{last}: forwards are numbered from 1 (the prefill); "
+                          f"use {flag} 1-{max(last, 1)} or later.")
+    if last < first:
+        raise ConfigError(f"{flag} {first}-{last} runs backwards; write it as {last}-{first}.")
+    return ((first, last),)
+
+
 def several_windows(config):
     """True when each window gets its own ``iter_{first}-{last}/`` folder."""
     return bool(config.profile_every or config.profile_steps or config.profile_trigger_file)

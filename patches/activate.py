@@ -7,6 +7,7 @@ ever ran, the process says so at exit instead of silently producing nothing.
 """
 
 import atexit
+import multiprocessing
 import sys
 
 from mindspeed_prof import log
@@ -46,8 +47,22 @@ def activate(argv=None, by="launcher"):
     import_hooks.when_imported("mindspeed.patch_utils", registry.follow_mindspeed)
     for features in FEATURE_LISTS:
         import_hooks.when_imported(features, _register_feature)
+    _hook_engines()
     atexit.register(_warn_if_not_connected)
     return True
+
+
+def _hook_engines():
+    """An inference engine a plain megatron-core script builds (no ``initialize_megatron``) is
+    hooked when its module is imported; its config then comes from this command line, the
+    environment and the YAML file (``engine_config``)."""
+    from mindspeed_prof.patches.dynamic_inference import hook_dynamic_engine
+    from mindspeed_prof.patches.inference import hook_inference
+    from mindspeed_prof.patches.profile_routes import hook_profile_routes
+
+    hook_inference()
+    hook_dynamic_engine()
+    hook_profile_routes()
 
 
 def _patch_arguments(module):
@@ -76,13 +91,18 @@ def _warn_if_not_connected():
         name in sys.modules for name in ("megatron.training", "megatron.core"))
     # A process dying of an exception before training says so itself (sys.last_value is set).
     crashed = getattr(sys, "last_value", None) is not None
-    if wanted and training and not crashed and not state.train_hooked and not state.usage_error:
+    # A multiprocessing child (the dynamic server's coordinator, spawned, re-imports the script)
+    # computes nothing: it was never meant to be profiled.
+    helper = multiprocessing.parent_process() is not None
+    if wanted and training and not crashed and not helper and not state.train_hooked \
+            and not state.usage_error:
         log.error("--profile was given, but no Megatron training loop ran under mindspeed_prof's "
                   "hooks, so nothing was profiled. The chain was not connected: run the script "
                   "with `python -m mindspeed_prof.launch` (or torchrun ... -m "
                   "mindspeed_prof.launch), check that it trains through "
                   "megatron.training.pretrain/train (or serves through Megatron's "
-                  "StaticInferenceEngine or MindSpeed-LLM's generate), or use "
+                  "StaticInferenceEngine, DynamicInferenceEngine or MindSpeed-LLM's generate), "
+                  "or use "
                   "mindspeed_prof.profile() in a plain loop.")
 
 

@@ -26,6 +26,7 @@ from mindspeed_prof.drivers.inference import RequestDriver
 from mindspeed_prof.errors import ConfigError
 from mindspeed_prof.exits import process_end_reason
 from mindspeed_prof.patches import import_hooks
+from mindspeed_prof.patches.engine_config import engine_config, megatron_args
 from mindspeed_prof.patches.state import registry, state, usage_exit
 from mindspeed_prof.patches.topology import distributed_args, rank_and_world, rank_layout
 
@@ -44,7 +45,9 @@ def _driver():
     driver = state.inference
     if driver is not NULL_DRIVER:
         return driver
-    config = state.config
+    if state.training:
+        return NULL_DRIVER
+    config = engine_config(*rank_and_world(megatron_args()))
     if config is None or not config.profile or state.training:
         # Inside a training loop (Megatron's RL rollouts build an engine in train()) the window
         # flags count iterations, and the training driver owns them: no request is counted.
@@ -55,23 +58,15 @@ def _driver():
     return state.inference
 
 
-def _megatron_args():
-    try:
-        from megatron.training.global_vars import get_args
-    except ImportError:  # an engine driven without Megatron-LM's training package
-        return None
-    return get_args()
-
-
 def _start_driver(config):
-    args = _megatron_args()
+    args = megatron_args()  # None: an engine driven without Megatron-LM's argument parsing
     rank, world = rank_and_world(args)
     try:
         layout = rank_layout(world) if ranks.needs_topology(config.profile_ranks) else None
         driver = RequestDriver(config, rank=rank, world_size=world,
                                local_rank=getattr(args, "local_rank", None), layout_of=layout,
                                parallel=distributed_args(args, rank, world) if args else None)
-        driver.arm()
+        driver.arm(planned=state.window_given)
     except ConfigError as exc:
         _refuse(str(exc), rank)
     state.train_hooked = True  # the chain is connected: requests reach the driver
@@ -100,7 +95,14 @@ def _close_at_exit(driver):
 def mindspeed_prof_engine_init_wrapper(init):
     @functools.wraps(init)
     def init_then_arm(self, *args, **kwargs):
-        init(self, *args, **kwargs)
+        # The dynamic engine it builds for itself runs this engine's requests: no driver of its
+        # own (patches/dynamic_inference.py).
+        building = state.static_building
+        building.depth = getattr(building, "depth", 0) + 1
+        try:
+            init(self, *args, **kwargs)
+        finally:
+            building.depth -= 1
         _driver()
 
     return init_then_arm

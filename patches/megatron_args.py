@@ -11,7 +11,7 @@ profiler never start, so one profiler runs per process.
 import functools
 import sys
 
-from mindspeed_prof.arguments import add_profile_args, config_from_args
+from mindspeed_prof.arguments import add_profile_args, resolve_args
 from mindspeed_prof.arguments.argv import ints_only_ranks_argv, rank_tokens
 from mindspeed_prof.arguments.messages import with_fix
 from mindspeed_prof.errors import ConfigError
@@ -104,17 +104,20 @@ def mindspeed_prof_validate_args_wrapper(validate_args):
 
 def take_ownership(args):
     """Build the ProfilerConfig from Megatron's args and turn the host's profilers off."""
+    from mindspeed_prof.patches.dynamic_inference import hook_dynamic_engine
     from mindspeed_prof.patches.inference import hook_inference
     from mindspeed_prof.patches.megatron_loop import hook_training_loop
+    from mindspeed_prof.patches.profile_routes import hook_profile_routes
 
     if state.config is not None:
         return state.config  # already owned (MindSpeed's feature hook and ours both call this)
     rank = getattr(args, "rank", 0) or 0
     try:
-        config = config_from_args(args, argv=state.argv if state.argv is not None else sys.argv[1:])
+        resolved = resolve_args(args, argv=state.argv if state.argv is not None else sys.argv[1:])
     except ConfigError as exc:
         usage_exit(str(exc), rank=rank, show=rank == 0)
-    state.config = config
+    config = state.config = resolved.config
+    state.window_given = resolved.window_given
     if not config.profile:
         return config
     if getattr(args, "use_pytorch_profiler", False):
@@ -130,5 +133,7 @@ def take_ownership(args):
     args.profile = False
     hook_training_loop()
     hook_inference()  # inference entry scripts parse and validate Megatron's args too
+    hook_dynamic_engine()
+    hook_profile_routes()
     sigterm.install()
     return config

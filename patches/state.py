@@ -2,6 +2,7 @@
 pickled into checkpoints, and a live profiler there breaks checkpoint saving (MindSpeed !2806)."""
 
 import sys
+import threading
 
 from mindspeed_prof import log
 from mindspeed_prof.drivers.base import NULL_DRIVER
@@ -21,6 +22,9 @@ class _State:
         # The drivers the hooks call: the null driver until one records here (never None).
         self.manager = NULL_DRIVER  # the training driver while a profiled train() runs
         self.inference = NULL_DRIVER  # the request driver, once an engine or a request armed it
+        self.engine = NULL_DRIVER  # the engine-step driver, once a dynamic engine armed it
+        self.window_given = True   # a window flag was given (False: a server waits for HTTP)
+        self.static_building = threading.local()  # a static engine builds its dynamic one
         self.training = False      # a patched train() is running (its generate()s are no requests)
         self.update_range = None   # "stage:update" once megatron.rl's RL loop runs (megatron_rl)
         self.finished_manager = None  # the last train()'s driver: its export may still run

@@ -64,9 +64,17 @@ class RequestDriver:
     def closed(self) -> bool:
         return self.recorder.closed
 
-    def arm(self) -> None:
-        """Plan the windows in requests; a server has no known last request."""
-        self.recorder.arm(first=1, last=None)
+    def arm(self, planned: bool = True) -> None:
+        """Plan the windows in requests; a server has no known last request. ``planned=False``:
+        no window flag was given; a server's HTTP start opens one."""
+        self.recorder.arm(first=1, last=None, planned=planned)
+
+    def start_window(self, request: Any) -> str:
+        """An HTTP start, decided on every rank before the next request (the static server)."""
+        return self.recorder.request_window(self.requests + 1, request)
+
+    def stop_window(self) -> str:
+        return self.recorder.stop_window()
 
     @contextlib.contextmanager
     def request(self) -> Iterator[Optional[int]]:

@@ -6,6 +6,7 @@ import json
 import statistics
 
 from ..read import columns
+from ..summary import engine_steps
 from ..summary.directory import merge, slow_ranks, top_items
 
 SHORT = {
@@ -32,7 +33,7 @@ def summary_dict(summary):
             "op_types": [t.as_dict(type_total) for t in types],
             "op_types_source": r.op_types_source,
             "top_ops": [o.as_dict(op_total) for o in ops], "requests": r.requests,
-            "notes": r.notes,
+            "engine_windows": r.engine_windows, "notes": r.notes,
         })
     return {"directory": summary.directory, "top": summary.top, "ranks": ranks,
             "overall": _overall(summary), "slow_ranks": slow_ranks(summary.ranks),
@@ -79,6 +80,7 @@ def summary_csv(summary):
                 if row[key] is not None:
                     writer.writerow(["request", rank["rank"], row["request"], "", "", key,
                                      row[key]])
+        writer.writerows(engine_steps.csv_rows(rank))
     for key, value in data["overall"]["breakdown_us"].items():
         writer.writerow(["breakdown", "all", "", "", "", key, value])
     for section in ("top_kernels", "op_types", "top_ops"):
@@ -110,6 +112,7 @@ def summary_table(summary):
                                       for k in keys]])
         lines += _table(rows)
     lines += _requests_table(data["ranks"])
+    lines += engine_steps.table_lines(data["ranks"])
     if len(data["slow_ranks"]) > 1:
         lines += ["", "Slow ranks (deviation from the median step time)"]
         rows = [["RANK", "STEP TIME", "DEVIATION", "EXPLAINED BY"]]

@@ -20,7 +20,7 @@ from ..read.csvtable import CsvTable, number
 from ..read.discover import discover
 from ..read.errors import CorruptFile
 from ..read.windows import manifest_window  # one rule, check's too, for the window of a capture
-from . import aggregate, requests, torchtrace
+from . import aggregate, engine_steps, requests, torchtrace
 from .aggregate import Item
 
 EXPLAINING = columns.STEP_PARTS
@@ -37,6 +37,7 @@ class RankSummary:
     op_types_source: str = None
     ops: dict = field(default_factory=dict)  # torch operators by self time
     requests: list = field(default_factory=list)  # inference: one row per request (requests.py)
+    engine_windows: list = field(default_factory=list)  # dynamic engine (engine_steps.py)
     notes: list = field(default_factory=list)
 
     def breakdown(self):
@@ -110,6 +111,8 @@ def summarize_directory(path, top=10):
         rank_summary.steps.sort(key=lambda s: (s["step"] is None, s["step"] or 0,
                                                s.get("device") or 0))
         rank_summary.requests.sort(key=lambda r: (r["request"], r.get("device") or 0))
+        rank_summary.engine_windows = engine_steps.engine_windows(
+            manifests.get(rank), [(r, p) for r, p in zip(runs, partials) if p.rank == rank])
         summary.ranks.append(rank_summary)
     if not summary.ranks:
         summary.notes.append(f"nothing to summarise under {found.root}: no rank's capture "

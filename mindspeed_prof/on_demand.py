@@ -1,0 +1,254 @@
+"""Windows decided while the work runs (DESIGN §7): a start or stop that reaches the computing
+thread between two units (an HTTP ``/start_profile`` relayed to every engine rank), and what each
+recorded unit carried.
+
+A mixin of ``WindowRecorder``, as ``shutdown.py`` is: the recorder plans its windows at start-up;
+this half takes windows asked for later, on the thread that computes, at a unit boundary:
+
+- ``request_window(n, request)`` before unit ``n``: skip ``request.delay`` units, then record
+  ``request.length`` units (0: until ``stop_window``), in a folder of its own (under
+  ``request.prefix`` when given). One window at a time: a request while one runs (or waits for
+  its first unit) is refused and said. The disk budget applies as to planned windows.
+- ``stop_window(reason)``: the requested window ends at this boundary, whole (it was asked to
+  end here); one stopped before its requested length says so (``stopped_early``).
+- ``split_per_unit()``: the work turned out to hop threads between units (``step_modern`` called
+  inside a running event loop runs each engine step on a new thread): before any window opened,
+  every window is recorded as one session per unit.
+- ``note(n, info)``: what unit ``n`` carried, kept in its window's manifest entry.
+- ``at_boundary()``: a close asked from another thread (a signal, the exit flush) is carried out
+  here, on the session's thread, between units, even when no unit runs (an idle server).
+- the trigger file's requests (``--profile-trigger-file``), seen by every rank at the same unit.
+
+Every window entry says who asked for it (``started_by``: flags, trigger, http).
+"""
+
+import dataclasses
+import itertools
+import os
+from typing import Any, Dict, Iterable, Iterator, Optional
+
+from . import trigger
+from .session import Session
+from .shutdown import State
+from .unit_windows import UnitWindows
+from .window import OPEN_ENDED, StepSchedule
+
+STOP = "/stop_profile"
+
+
+@dataclasses.dataclass(frozen=True)
+class WindowRequest:
+    """A window asked for at run time: from the next unit, skip ``delay`` units, then record
+    ``length`` of them (0: until stopped); ``prefix``: the folder it goes in; ``by``: who asked."""
+
+    delay: int = 0
+    length: int = 0
+    prefix: Optional[str] = None
+    by: str = "http"
+
+    def origin(self, asked_at: int) -> Dict[str, Any]:
+        return {"by": self.by, "asked_before": asked_at, "delay": self.delay,
+                "max": self.length or None, "prefix": self.prefix}
+
+
+@dataclasses.dataclass
+class _Demand:
+    window: StepSchedule
+    origin: Dict[str, Any]
+    prefix: Optional[str]
+
+    def holds(self, session: Optional[StepSchedule]) -> bool:
+        if session is None:
+            return False
+        end = self.window.end
+        return self.window.start <= session.start and (end is None or session.start < end)
+
+
+class OnDemandWindows:
+    """The recorder's half that takes windows asked for while the work runs (see the module)."""
+
+    # The recorder's attributes this half uses (set in WindowRecorder.__init__).
+    plan: Any
+    idle: bool
+    closed: bool
+    schedule: Optional[StepSchedule]
+    manifest: Any
+    _queue: Iterator[StepSchedule]
+    _session: Optional[Session]
+    _state: State
+    _windows_opened: int
+    _units: Optional[UnitWindows]
+    _stop_wanted: Optional[str]
+    _watcher: Any
+    _layout_of: Any
+    _demand: Optional[_Demand] = None
+    _origin: Dict[str, Any] = {"by": "flags"}  # who asked for the windows queued now
+
+    def report(self, kind: str, phase: str, message: str) -> None:
+        raise NotImplementedError  # WindowRecorder's
+
+    def _finish_window(self) -> None:
+        raise NotImplementedError  # RecorderShutdown's
+
+    def _next_window(self) -> None:
+        raise NotImplementedError
+
+    def _stop_here(self, failure: Any) -> None:
+        raise NotImplementedError
+
+    # -- asked for at a boundary ----------------------------------------------------------------
+
+    @property
+    def window_running(self) -> bool:
+        """A session records, or a requested window waits for its first unit."""
+        return self._state is State.RUNNING or (
+            self._state is State.ARMED and self._demand is not None
+            and self._demand.holds(self.schedule))
+
+    @property
+    def planned_window_running(self) -> bool:
+        """A window from the flags or the trigger records now (not one asked for at run time)."""
+        session = self._session
+        return self._state is State.RUNNING and session is not None and not (
+            self._demand is not None and self._demand.holds(session.schedule))
+
+    def request_window(self, n: int, request: WindowRequest) -> str:
+        """Before unit ``n``, on the computing thread: queue the window ``request`` asks for.
+        Returns "queued", else why not (said in the log and the manifest)."""
+        unit = self.plan.unit
+        if self.idle or self.closed:
+            return "not recorded here" if self.idle else "closed"
+        if self.window_running:
+            running = self._session.schedule.start if self._state is State.RUNNING else None
+            self.report("warning", "start", f"a start asked before {unit.name} {n} was ignored: "
+                                            f"the window from {unit.name} "
+                                            f"{running if running is not None else n} is still "
+                                            f"running (one window at a time)")
+            return "busy"
+        start = n + request.delay
+        window = StepSchedule(skip_first=start, warmup=0, active=request.length or OPEN_ENDED)
+        demand = _Demand(window, request.origin(n), request.prefix)
+        self._demand = demand
+        pending = [self.schedule] if self.schedule is not None else []
+        self._queue = self._demand_first(demand, self.plan.sessions([window]),
+                                         itertools.chain(pending, self._queue))
+        self.schedule = next(self._queue, None)
+        if self._units is not None:
+            self._units.add(window)
+        self._state = State.ARMED
+        return "queued"
+
+    def _demand_first(self, demand: _Demand, sessions: Iterable[StepSchedule],
+                      rest: Iterator[StepSchedule]) -> Iterator[StepSchedule]:
+        for session in sessions:
+            if self._demand is not demand:
+                break  # stopped: the rest of its sessions never open
+            yield session
+        if self._demand is demand:
+            self._demand = None  # all its sessions opened and ended
+        yield from rest
+
+    def stop_window(self, reason: str = STOP) -> str:
+        """At a boundary, on the computing thread: end the requested window here. Returns
+        "stopped", or "not running" (nothing asked for runs: said in the log)."""
+        demand = self._demand
+        session = self._session
+        running = self._state is State.RUNNING and session is not None
+        if demand is None or not (running and demand.holds(session.schedule)
+                                  or self.window_running):
+            self.report("warning", "stop", f"a stop ({reason}) arrived while no window asked "
+                                           f"for at run time was running; nothing to stop")
+            return "not running"
+        self._demand = None  # the generator opens none of its remaining sessions
+        finite = demand.window.end is not None
+        if running and session.on_own_thread:
+            if finite and self._units is None:
+                # A window with a length that completes ends by itself (and is no demand any
+                # more): one still running here is stopped before its length.
+                session.window.mark_stopped_early(reason)
+            if self._units is not None:
+                self._units.stop(self.manifest, demand.window.start, reason if finite else None)
+            self._finish_window()
+            return "stopped"
+        # Still in its delay, or between two units' sessions.
+        if self._units is not None:
+            self._units.stop(self.manifest, demand.window.start, reason if finite else None)
+        if demand.holds(self.schedule):
+            self._next_window()
+        if self._windows_opened == 0 or not self._recorded_in(demand):
+            self.report("warning", "stop", f"the window asked for from {self.plan.unit.name} "
+                                           f"{demand.window.start} was stopped ({reason}) "
+                                           f"before its first {self.plan.unit.name} ran; "
+                                           f"nothing was recorded for it")
+        return "stopped"
+
+    def _recorded_in(self, demand: _Demand) -> bool:
+        session = self._session
+        return session is not None and demand.holds(session.schedule)
+
+    def _poll(self, n: int) -> None:
+        """The on-demand trigger file (``--profile-trigger-file``): every rank, same unit."""
+        request = self._watcher.check(n)  # one broadcast
+        if request is None:
+            return
+        if self.window_running:
+            self._watcher.ignored(request, n, self.plan.unit, "a window is still running")
+            return
+        sessions, window = trigger.sessions_for(request, n, self.plan, self._layout_of,
+                                                self._watcher)
+        if sessions:
+            self._origin = {"by": "trigger", "request": request["id"]}
+            if self._units is not None:
+                self._units.add(window)
+            self._queue = iter(sessions)
+            self.schedule = next(self._queue)
+            self._state = State.ARMED
+
+    # -- how the work runs ----------------------------------------------------------------------
+
+    def split_per_unit(self) -> bool:
+        """The work hops threads between units: record every window one session per unit from
+        now on. Only before the first window opened; True when the split happened (or was)."""
+        if self.plan.session_per_unit:
+            return True
+        if self._windows_opened or self._state is State.RUNNING or self.idle:
+            return False
+        remaining = ([self.schedule] if self.schedule is not None else []) + list(self._queue)
+        self.plan = dataclasses.replace(self.plan, session_per_unit=True)
+        self._queue = self.plan.sessions(remaining)
+        self.schedule = next(self._queue, None)
+        self._units = UnitWindows(self.plan.unit, remaining, self.report)
+        return True
+
+    def note(self, n: int, info: Dict[str, Any]) -> None:
+        """What unit ``n`` carried, into the running window's entry (before its ``end(n)``)."""
+        session = self._session
+        if self._state is State.RUNNING and session is not None and session.on_own_thread \
+                and n >= session.schedule.start:
+            session.window.note_unit(n, info)
+
+    def at_boundary(self) -> None:
+        """Between units on the computing thread: a close asked from another thread stops the
+        running session here."""
+        session = self._session
+        if self._stop_wanted is not None and self._state is State.RUNNING \
+                and session is not None and session.on_own_thread:
+            self._stop_here(None)
+
+    # -- used by the recorder when a session opens ----------------------------------------------
+
+    def _window_dir(self, schedule: StepSchedule) -> str:
+        directory = self.plan.window_dir(schedule)
+        demand = self._demand
+        if demand is not None and demand.prefix and demand.holds(schedule):
+            save = self.plan.save_path
+            directory = os.path.join(save, demand.prefix, os.path.relpath(directory, save))
+        return directory
+
+    def _window_opened(self, session: Session) -> None:
+        demand = self._demand
+        origin = demand.origin if demand is not None and demand.holds(session.schedule) \
+            else self._origin
+        session.window.set_origin(origin)
+        if self._units is not None and self._units.current is not None:
+            self._units.current.set_origin(origin)

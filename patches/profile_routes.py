@@ -1,0 +1,252 @@
+"""``POST /start_profile`` and ``/stop_profile`` on Megatron's servers, with ``--profile`` only.
+
+Where they are bound is where the host's server binds (no listener of our own):
+
+- **Megatron 0.19's dynamic server** (``start_text_gen_server``: Quart front ends forked from
+  rank 0, all on one port) has the two routes (also under ``/v1/``), relaying
+  ``START/STOP_CUDA_PROFILER`` to every engine rank. With ``--profile`` its ``profile_api``
+  blueprint is replaced, before the fork, by ours: the same paths, checking the start body
+  (``prefix``, ``delay``, ``max``: http_control), one window at a time across every front end
+  (409), and relaying the knobs in the signal's payload; ``patches/dynamic_inference.py`` opens
+  the window on each engine rank at its next step boundary. The route answers at once.
+- **The static server** (``MegatronServer``, Flask, rank 0 only, a thread per request) has no
+  such routes: they are added to its app. A start or stop is queued on rank 0 and reaches every
+  rank at the next request boundary through one broadcast at the start of ``run_mcore_engine``
+  (which every rank runs for every request of that server), as the trigger file's decisions do.
+
+Without ``--profile`` nothing here is patched and the routes are the host's own, if any.
+Dynamic servers before 0.19 (0.17, 0.18) have neither the routes nor the relay: not covered.
+"""
+
+import functools
+import sys
+import threading
+
+from mindspeed_prof import http_control, log
+from mindspeed_prof.patches import import_hooks
+from mindspeed_prof.patches.state import registry, state
+
+DYNAMIC_SERVER = ("megatron.core.inference.text_generation_server.dynamic_text_gen_server."
+                  "text_generation_server.start_text_gen_server")
+STATIC_SERVER = ("megatron.core.inference.text_generation_server.text_generation_server."
+                 "MegatronServer.__init__")
+RUN_MCORE_ENGINE = ("megatron.core.inference.text_generation_server.run_mcore_engine."
+                    "run_mcore_engine")
+ENDPOINTS = "megatron.core.inference.text_generation_server.dynamic_text_gen_server.endpoints"
+
+_pending: list = []  # the static server's rank 0: commands for the next request boundary
+_pending_lock = threading.Lock()
+
+
+def _profiling():
+    return state.config is not None and state.config.profile and not state.training
+
+
+def _control():
+    """The server's one-window state, made once by the process that serves (before it forks
+    front ends, which then share it)."""
+    from mindspeed_prof.patches import dynamic_inference
+
+    if dynamic_inference.control is None:
+        dynamic_inference.control = http_control.WindowControl()
+    return dynamic_inference.control
+
+
+# -- Megatron 0.19's dynamic server -----------------------------------------------------------
+
+def mindspeed_prof_start_text_gen_server_wrapper(start_text_gen_server):
+    @functools.wraps(start_text_gen_server)
+    def serve_with_our_profile_routes(*args, **kwargs):
+        if _profiling():
+            _control()
+            _replace_blueprint()
+        return start_text_gen_server(*args, **kwargs)
+
+    return serve_with_our_profile_routes
+
+
+def _replace_blueprint():
+    endpoints = sys.modules.get(ENDPOINTS)
+    blueprints = getattr(endpoints, "__all__", None)
+    if not isinstance(blueprints, list):
+        return
+    ours = _quart_blueprint()
+    for index, blueprint in enumerate(blueprints):
+        if getattr(blueprint, "name", None) == "profile_api":
+            blueprints[index] = ours
+            return
+    if ours not in blueprints:
+        blueprints.append(ours)  # a server without the routes: ours are added
+
+
+def _quart_blueprint():
+    from quart import Blueprint, current_app, jsonify, request
+
+    from megatron.core.inference.headers import Headers
+
+    blueprint = Blueprint("mindspeed_prof_profile", __name__)
+    defaults = http_control.engine_defaults(state.config)
+
+    async def start_profile():
+        client = current_app.config.get("client")
+        if client is None:
+            return jsonify({"status": "error", "details": "client not initialized"}), 503
+        body, bad = await _quart_body(request)
+        if bad:
+            return jsonify({"status": "error", "details": bad}), 400
+        try:
+            window = http_control.start_request(body, *defaults)
+        except http_control.BadRequest as exc:
+            return jsonify({"status": "error", "details": str(exc)}), 400
+        generation, why = _control().try_start()
+        if generation is None:
+            return jsonify({"status": "error", "details": why}), 409
+        client._send_signal_to_engines(Headers.START_CUDA_PROFILER,
+                                       http_control.payload(window, generation))
+        return jsonify(_started(window, generation, "engine steps")), 200
+
+    async def stop_profile():
+        client = current_app.config.get("client")
+        if client is None:
+            return jsonify({"status": "error", "details": "client not initialized"}), 503
+        generation, why = _control().try_stop()
+        if generation is None:
+            return jsonify({"status": "error", "details": why}), 409
+        client._send_signal_to_engines(Headers.STOP_CUDA_PROFILER,
+                                       {http_control.PAYLOAD_KEY: 1, "generation": generation})
+        return jsonify({"status": "ok", "action": "stop_profile", "window": generation}), 200
+
+    for path in http_control.ROUTES:
+        view = start_profile if "start" in path else stop_profile
+        blueprint.add_url_rule(path, endpoint=path.strip("/").replace("/", "_"),
+                               view_func=view, methods=["POST"])
+    return blueprint
+
+
+async def _quart_body(request):
+    data = await request.get_data()
+    if not data.strip():
+        return {}, None
+    body = await request.get_json(force=True, silent=True)
+    if body is None:
+        return None, "the body is not JSON; send a JSON object such as {\"max\": 5}, or none"
+    return body, None
+
+
+def _started(window, generation, units):
+    return {"status": "ok", "action": "start_profile", "window": generation,
+            "delay": window.delay, "max": window.length or None, "prefix": window.prefix,
+            "counted_in": units}
+
+
+# -- the static server (MegatronServer) ---------------------------------------------------------
+
+def mindspeed_prof_megatron_server_wrapper(init):
+    @functools.wraps(init)
+    def init_with_profile_routes(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        app = getattr(self, "app", None)
+        if _profiling() and app is not None:
+            _control()
+            _add_flask_routes(app)
+
+    return init_with_profile_routes
+
+
+def _add_flask_routes(app):
+    from flask import jsonify, request
+
+    def start_profile():
+        data = request.get_data()
+        body = request.get_json(force=True, silent=True) if data.strip() else {}
+        if body is None:
+            return jsonify({"status": "error", "details": "the body is not JSON; send a JSON "
+                                                          "object such as {\"max\": 5}, or none"}), 400
+        try:
+            window = http_control.start_request(body)
+        except http_control.BadRequest as exc:
+            return jsonify({"status": "error", "details": str(exc)}), 400
+        generation, why = _control().try_start()
+        if generation is None:
+            return jsonify({"status": "error", "details": why}), 409
+        with _pending_lock:
+            _pending.append(("start", generation, window))
+        return jsonify(_started(window, generation, "requests")), 200
+
+    def stop_profile():
+        generation, why = _control().try_stop()
+        if generation is None:
+            return jsonify({"status": "error", "details": why}), 409
+        with _pending_lock:
+            _pending.append(("stop", generation, None))
+        return jsonify({"status": "ok", "action": "stop_profile", "window": generation}), 200
+
+    for path in http_control.ROUTES:
+        view = start_profile if "start" in path else stop_profile
+        app.add_url_rule(path, endpoint=f"mindspeed_prof_{path.strip('/').replace('/', '_')}",
+                         view_func=view, methods=["POST"])
+
+
+def mindspeed_prof_run_mcore_engine_wrapper(run_mcore_engine):
+    @functools.wraps(run_mcore_engine)
+    def request_after_profile_decisions(*args, **kwargs):
+        if _profiling():
+            _apply_decisions()
+        result = run_mcore_engine(*args, **kwargs)
+        from mindspeed_prof.patches import dynamic_inference
+
+        if dynamic_inference.control is not None:  # rank 0 of a static server with --profile
+            dynamic_inference.control.unit_ended(getattr(state.inference, "requests", 0))
+        return result
+
+    return request_after_profile_decisions
+
+
+def _apply_decisions():
+    """Every rank, before the request: rank 0's queued starts and stops, in one broadcast."""
+    from mindspeed_prof.patches import dynamic_inference
+    from mindspeed_prof.patches.topology import rank_and_world
+    from mindspeed_prof.trigger import share_from_rank0
+
+    rank, world = rank_and_world(None)
+    with _pending_lock:
+        mine = list(_pending) if rank == 0 else None
+        _pending.clear()
+    commands = share_from_rank0(mine, world) or []
+    driver = state.inference
+    control = dynamic_inference.control
+    for kind, generation, window in commands:
+        if not hasattr(driver, "start_window"):
+            break  # nothing profiled in this process (the null driver)
+        answer = driver.start_window(window) if kind == "start" else driver.stop_window()
+        if control is not None and kind == "start":
+            if answer == "busy":
+                control.refused(generation)
+            else:
+                control.started(generation, driver.requests + 1, window)
+        if rank == 0:
+            log.info(f"POST /{kind}_profile: {answer} before request {driver.requests + 1}")
+
+
+TARGETS = (
+    (DYNAMIC_SERVER, mindspeed_prof_start_text_gen_server_wrapper),
+    (STATIC_SERVER, mindspeed_prof_megatron_server_wrapper),
+    (RUN_MCORE_ENGINE, mindspeed_prof_run_mcore_engine_wrapper),
+)
+
+
+def hook_profile_routes():
+    """Patch each server target when its module loads (now, if loaded)."""
+    for target, decorator in TARGETS:
+        parts = target.split(".")
+        module = ".".join(parts[:-2]) if parts[-1] == "__init__" else ".".join(parts[:-1])
+        if module in sys.modules:
+            registry.register(target, decorator)
+            registry.ensure(target)
+        else:
+            import_hooks.when_imported(module, functools.partial(_patch_late, target, decorator))
+
+
+def _patch_late(target, decorator, module):
+    registry.register(target, decorator, through_mindspeed=False)
+    registry.ensure(target)
