@@ -64,11 +64,13 @@ class Run:
                f"{self.stderr[-6000:]}"
 
 
-def run_offline(args, report_dir, nproc=1, timeout=240, env=None):
-    """``offline_engine.py ARGS`` under torchrun; returns a :class:`Run`."""
+def run_offline(args, report_dir, nproc=1, timeout=240, env=None, launcher_prefix=()):
+    """``offline_engine.py ARGS`` under torchrun (``launcher_prefix``: e.g. ``("-m",
+    "mindspeed_prof.launch")``); returns a :class:`Run`."""
     os.makedirs(report_dir, exist_ok=True)
     started = time.time()
-    proc = subprocess.run(torchrun(os.path.join(HERE, "offline_engine.py"), nproc) + list(args),
+    command = torchrun(os.path.join(HERE, "offline_engine.py"), nproc, launcher_prefix)
+    proc = subprocess.run(command + list(args),
                           env=env or job_env(report_dir), cwd=str(report_dir),
                           capture_output=True, text=True, timeout=timeout)
     return Run(proc.returncode, proc.stdout, proc.stderr, read_reports(report_dir, nproc),

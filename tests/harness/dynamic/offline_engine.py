@@ -32,7 +32,9 @@ def _parse(argv):
     parser.add_argument("--logging-step-interval", type=int, default=0)
     parser.add_argument("--no-reference", action="store_true",
                         help="skip the no-KV-cache reference forward")
-    args = parser.parse_args(argv)
+    # Options it does not know are left to whoever reads them (mindspeed_prof's --profile*
+    # flags, read from this command line when the engine is built), as many scripts do.
+    args, _ = parser.parse_known_args(argv)
     args.requests = []
     for index, text in enumerate(args.request or ["0:5:4"]):
         at, length, tokens = (int(part) for part in text.split(":"))

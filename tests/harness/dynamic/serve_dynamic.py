@@ -38,7 +38,8 @@ def _parse(argv):
                         help="wire the pieces as the tool does, or serve with MegatronAsyncLLM")
     parser.add_argument("--no-reference", action="store_true",
                         help="skip the no-KV-cache reference forward of each finished request")
-    return parser.parse_args(argv)
+    args, _ = parser.parse_known_args(argv)  # --profile* flags are mindspeed_prof's to read
+    return args
 
 
 def _listening_socket(host, port):
