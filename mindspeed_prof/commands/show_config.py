@@ -10,12 +10,13 @@ import json
 import os
 
 from mindspeed_prof import backends, ranks
-from mindspeed_prof.arguments import add_recorded_profile_flags, parse_profile_flags
+from mindspeed_prof.arguments import add_recorded_profile_flags, resolve_profile_flags
 from mindspeed_prof.backends import describe
 from mindspeed_prof.errors import BackendUnavailable, ConfigError
 from mindspeed_prof.plan import make_plan
 from mindspeed_prof.startup import check_save_path
-from mindspeed_prof.units import ITERATION, REQUEST, UNITS, describe_window
+from mindspeed_prof.commands import show_http as notices_http
+from mindspeed_prof.units import ENGINE_STEP, ITERATION, REQUEST, UNITS, describe_window
 from mindspeed_prof.window import StepSchedule, passed_windows
 
 HELP = "Print the resolved profiling config and the exact profiler call, without training."
@@ -33,10 +34,13 @@ def add_arguments(parser):
                         help="Megatron's --exit-interval, to check the windows.")
     parser.add_argument("--first-iteration", type=int, default=1, metavar="N",
                         help="First iteration the run executes (a resumed run: checkpoint + 1).")
-    parser.add_argument("--unit", choices=("iteration", "request"), default="iteration",
-                        help="What the window flags count: iterations (training, the default) "
-                             "or requests (Megatron's text-generation server and inference "
-                             "engines, MindSpeed-LLM's inference.py; numbered from 1 per process).")
+    parser.add_argument("--unit", choices=("iteration", "request", "engine-step"),
+                        default="iteration",
+                        help="What the window flags count: iterations (training, the default), "
+                             "requests (Megatron's static engine and its text-generation server, "
+                             "MindSpeed-LLM's inference.py; numbered from 1 per process) or "
+                             "engine steps (megatron-core's DynamicInferenceEngine and its "
+                             "servers; numbered as the engine's step log numbers them).")
     parser.add_argument("--json", action="store_true", help="Machine-readable output.")
     add_recorded_profile_flags(parser, description="as on the training command line; "
                                                    "--profile is implied")
@@ -47,18 +51,24 @@ def resolve(args):
         raise ConfigError(f"--world-size {args.world_size} must be >= 1.")
     if args.first_iteration < 1:
         raise ConfigError(f"--first-iteration {args.first_iteration} must be >= 1.")
-    unit = UNITS[args.unit]
-    if unit is REQUEST and (args.train_iters is not None or args.exit_interval is not None):
-        raise ConfigError("--train-iters and --exit-interval do not apply with --unit request: a "
-                          "server has no known last request; drop them.")
-    if unit is REQUEST and args.first_iteration != 1:
-        raise ConfigError("--first-iteration does not apply with --unit request: every process "
-                          "numbers its requests from 1; drop it.")
-    config = parse_profile_flags(args.profile_argv or [], implied_profile=True)
+    unit = UNITS[args.unit.replace("-", " ")]
+    serving = unit in (REQUEST, ENGINE_STEP)
+    if serving and (args.train_iters is not None or args.exit_interval is not None):
+        raise ConfigError(f"--train-iters and --exit-interval do not apply with --unit "
+                          f"{args.unit}: a server has no known last {unit.name}; drop them.")
+    if serving and args.first_iteration != 1:
+        raise ConfigError(f"--first-iteration does not apply with --unit {args.unit}: every "
+                          f"process numbers its {unit.plural} from 1; drop it.")
+    resolved = resolve_profile_flags(args.profile_argv or [], implied_profile=True)
+    config = resolved.config
     plan, selection_note = _plan(config, unit, args.world_size)
     # The same checks, in the same order and words, as the training start-up (recorder.arm).
     plan = plan.with_windows(first=args.first_iteration, last=args.train_iters,
                              exit_interval=args.exit_interval)
+    waits_for_http = serving and not resolved.window_given
+    if waits_for_http:
+        # Megatron's built-in 10/12 are not a window anyone asked for (as the engine arms).
+        plan = dataclasses.replace(plan, windows=())
     repeats_to_the_end = bool(plan.windows) and bool(config.profile_every) and plan.last is None
     try:
         backend, backend_note = backends.choose(config)
@@ -73,13 +83,17 @@ def resolve(args):
     _check_save_path_leaving_no_trace(config.profile_save_path, plan.rank, backend)
     plan.check_budget(backend, 1)
     save_path = os.path.abspath(config.profile_save_path)
-    session = plan.first_session() or _trigger_example(plan)
+    session = plan.first_session() or _trigger_example(plan, waits_for_http)
     folder = os.path.abspath(plan.window_dir(session))
     worker = plan.worker_name(session) if plan.session_per_unit else None
     call, call_notes = (describe.npu_call if backend == "npu" else describe.torch_call)(
         config, session, folder, plan.rank, worker)
-    notes = notes_first + (_request_notes() if unit is REQUEST
+    notes = notes_first + (_request_notes() + notices_http.request_notes(config)
+                           if unit is REQUEST
+                           else notices_http.engine_notes(config) if unit is ENGINE_STEP
                            else _plan_notes(config, plan.windows, args.first_iteration))
+    if waits_for_http:
+        notes.insert(0, notices_http.waiting_note(unit))
     notes += list(config.warnings()) + call_notes
     ignored = backends.ignored_flags(backend, config)
     if ignored:
@@ -108,6 +122,7 @@ def resolve(args):
         "windows": windows[:JSON_WINDOWS],
         "window_count": None if repeats_to_the_end else len(windows),
         "trigger": trigger,
+        "http": notices_http.http_plan(config, unit) if serving else None,
         "backend": backend,
         "save_path": save_path,
         "profiler_call": call,
@@ -119,13 +134,15 @@ def _plan(config, unit, world_size):
     """The plan of the first selected rank (the one the call is shown for), as start-up builds
     it; with rank selectors that need the job's layout, rank 0's, and why."""
     per_unit = unit is REQUEST  # a session per request, in its own folder (requests hop threads)
+    own = unit is ENGINE_STEP   # every window in its own folder (HTTP windows follow each other)
     try:
-        plan = make_plan(config, unit=unit, world_size=world_size, session_per_unit=per_unit)
+        plan = make_plan(config, unit=unit, world_size=world_size, session_per_unit=per_unit,
+                         own_folders=own)
     except ConfigError as exc:
         if not ranks.needs_topology(config.profile_ranks):
             raise
         plan = make_plan(config.replace(profile_ranks=(0,)), unit=unit, world_size=world_size,
-                         session_per_unit=per_unit)
+                         session_per_unit=per_unit, own_folders=own)
         return dataclasses.replace(plan, config=config), str(exc)
     return dataclasses.replace(plan, rank=plan.selected_ranks[0]), None
 
@@ -138,8 +155,11 @@ def _window(schedule, unit=ITERATION):
                          "wait": schedule.wait}}
 
 
-def _trigger_example(plan):
-    """The session a one-step trigger request seen at unit 1 gets (for the call shown)."""
+def _trigger_example(plan, http=False):
+    """The session a one-step trigger request seen at unit 1 gets (for the call shown); for a
+    server waiting for HTTP, the session of a start before unit 1."""
+    if http:
+        return notices_http.http_example(plan)
     if plan.session_per_unit:
         return StepSchedule(skip_first=2, warmup=0, active=1)
     return StepSchedule(skip_first=1, warmup=1, active=1)
@@ -226,6 +246,10 @@ def _plan_lines(report):
         if count > SHOWN_WINDOWS:
             lines.append(f"           ... and {count - SHOWN_WINDOWS} more, up to "
                          f"{windows[-1]['describe']}")
+    if not windows and report.get("http"):
+        lines.append("window:    none planned (no window flags given)")
     if report["trigger"]:
         lines.append(f"trigger:   {report['trigger']['describe']}")
+    if report.get("http"):
+        lines.append(f"http:      {report['http']['describe']}")
     return lines

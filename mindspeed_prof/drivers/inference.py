@@ -14,6 +14,10 @@ the first, ``decode`` for the others::
                 model(...)
     driver.close("finished")
 
+With ``--profile-forwards A-B`` a request's session opens at its forward A and ends after its
+forward B (verl's ``profile_token_start/end``: a decode window inside each request); its step id
+is still the request's number.
+
 Megatron's server runs each request on a new Flask thread on rank 0 (the main thread elsewhere),
 and a profiler session records, steps and stops only on the thread that started it, so every
 request of a window is recorded as its own session in its own ``req_{n}-{n}/`` folder. The
@@ -45,6 +49,8 @@ class RequestDriver:
                                        parallel=parallel, unit=REQUEST, session_per_unit=True,
                                        on_final_manifest=self._final_notes)
         self.requests = 0  # requests started in this process: the last request's number
+        # --profile-forwards A-B: only forwards A..B of each request are recorded.
+        self._forwards = config.profile_forwards[0] if config.profile_forwards else None
         self._lock = threading.Lock()
         self._local = threading.local()  # per thread: nesting depth and forwards so far
         self.begin, self.end = self.recorder.begin, self.recorder.end
@@ -92,8 +98,12 @@ class RequestDriver:
         with self._lock:
             self.requests += 1
             n = self.requests
-        local.forwards = 0
-        self.recorder.begin(n)
+        local.forwards, local.n = 0, n
+        # --profile-forwards A-B: the request's session opens at its forward A, not here.
+        local.begun = self._forwards is None
+        local.ended = False
+        if local.begun:
+            self.recorder.begin(n)
         failure = None
         try:
             yield n
@@ -102,7 +112,10 @@ class RequestDriver:
             raise
         finally:
             local.depth = depth
-            self.recorder.end(n, failure)  # a request's session stops here, signals held
+            if local.begun and not local.ended:
+                self.recorder.end(n, failure)  # a request's session stops here, signals held
+            elif not local.begun:
+                self._too_short(n, local.forwards)
 
     def forward(self) -> ContextManager[Any]:
         """A labelled range around one forward of the running request (a no-op outside one)."""
@@ -111,7 +124,39 @@ class RequestDriver:
             return NULL_DRIVER.range(PREFILL)
         first = local.forwards == 0
         local.forwards += 1
-        return self.recorder.range(PREFILL if first else DECODE)
+        label = PREFILL if first else DECODE
+        if self._forwards is not None:
+            return self._forward_in_window(local, local.forwards, label)
+        return self.recorder.range(label)
+
+    @contextlib.contextmanager
+    def _forward_in_window(self, local: Any, k: int, label: str) -> Iterator[None]:
+        """Forward ``k`` of the request under ``--profile-forwards A-B``: forward A begins the
+        request's session, forward B ends it; the others run outside any session."""
+        first, last = self._forwards
+        if k == first:
+            self.recorder.begin(local.n)
+            local.begun = True
+        failure = None
+        try:
+            with self.recorder.range(label):
+                yield
+        except BaseException as exc:
+            failure = exit_reason(type(exc), exc)
+            raise
+        finally:
+            if local.begun and not local.ended and (k == last or failure is not None):
+                local.ended = True
+                self.recorder.end(local.n, failure)
+
+    def _too_short(self, n: int, forwards: int) -> None:
+        schedule = self.recorder.schedule
+        if schedule is not None and schedule.start == n and self.recorder.active:
+            first, last = self._forwards
+            self.recorder.report("warning", "step", f"request {n} ran {forwards} forward(s): "
+                                                    f"--profile-forwards {first}-{last} starts "
+                                                    f"at its forward {first}, so nothing was "
+                                                    f"recorded for it")
 
     def range(self, name: str) -> ContextManager[Any]:
         return self.recorder.range(name)

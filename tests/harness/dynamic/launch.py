@@ -196,6 +196,9 @@ class Server:
     def stderr(self):
         return self._read(self.stderr_path)
 
+    def stdout(self):
+        return self._read(self.stdout_path)
+
     @staticmethod
     def _read(path):
         with open(path, errors="replace") as handle:
@@ -260,17 +263,18 @@ def make_real_checkpoint(checkout, work_dir, nproc=2, timeout=300):
     return overlay_dir, save, time.time() - started
 
 
-def start_real_server(report_dir, checkout, overlay_dir, checkpoint, nproc=2):
+def start_real_server(report_dir, checkout, overlay_dir, checkpoint, nproc=2, extra=(),
+                      launcher_prefix=()):
     """The checkout's ``tools/run_dynamic_text_generation_server.py`` (via ``real_server.py
-    serve``) on 127.0.0.1 and a free port; ready to serve."""
+    serve``) on 127.0.0.1 and a free port, with ``extra`` flags; ready to serve."""
     from . import real_server
 
     os.makedirs(report_dir, exist_ok=True)
     port = free_port()
-    command = torchrun(os.path.join(HERE, "real_server.py"), nproc) + [
+    command = torchrun(os.path.join(HERE, "real_server.py"), nproc, launcher_prefix) + [
         "serve", "--tensor-model-parallel-size", str(nproc), *real_server.MODEL_ARGS,
         *real_server.ENGINE_ARGS, "--load", checkpoint, "--host", "127.0.0.1",
-        "--port", str(port)]
+        "--port", str(port), *extra]
     server = Server(command, report_dir, nproc,
                     real_tool_env(report_dir, checkout, overlay_dir), port=port)
     try:

@@ -9,7 +9,9 @@ loops users write:
   (``add_request`` between ``step_modern()`` calls); requests may join mid-run (mixed steps);
 * ``--loop generate``: ``engine.generate(prompts)`` (all requests at step 0);
 * ``--loop llm``: the high-level API, ``MegatronLLM(use_coordinator=True)``: the engine loop on
-  the API's background thread behind a spawned coordinator, rank 0 submits.
+  the API's background thread behind a spawned coordinator, rank 0 submits;
+* ``--loop step-in-loop``: the manual loop run inside a coroutine (``asyncio.run``), where
+  ``step_modern()`` finds a running event loop and runs each step on a new thread.
 
 Each rank writes ``{HARNESS_REPORT_DIR}/dynamic_rank{R}.json`` (``harness.dynamic.steps``), with
 each request's generated tokens and what a no-KV-cache forward of the same model predicts.
@@ -24,7 +26,8 @@ import time
 
 def _parse(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--loop", choices=("step", "generate", "llm"), default="step")
+    parser.add_argument("--loop", choices=("step", "generate", "llm", "step-in-loop"),
+                        default="step")
     parser.add_argument("--request", action="append", default=[], metavar="AT:PROMPT_LEN:TOKENS",
                         help="add a request once the engine has taken AT steps")
     parser.add_argument("--max-tokens", type=int, default=256)
@@ -40,7 +43,7 @@ def _parse(argv):
         at, length, tokens = (int(part) for part in text.split(":"))
         args.requests.append({"id": index, "at": at, "prompt": prompt_tokens(index, length),
                               "tokens": tokens})
-    if args.loop != "step" and len({r["tokens"] for r in args.requests}) > 1:
+    if args.loop in ("generate", "llm") and len({r["tokens"] for r in args.requests}) > 1:
         parser.error(f"--loop {args.loop} takes one sampling setting: give every --request the "
                      "same TOKENS")
     return args
@@ -109,11 +112,18 @@ def main(argv=None):
         # thread, where in-place updates of inference tensors built here would fail.
         _run_llm(tiny_gpt.inference_config(shape), model, args.requests, tiny_gpt.greedy, log)
     else:
-        with torch.inference_mode():
+        # Not under inference_mode for steps on other threads (the mode is thread-local).
+        with torch.inference_mode(args.loop != "step-in-loop"):
             engine = tiny_gpt.build_engine(model, shape)
             log.attach(engine)
             if args.loop == "step":
                 _run_steps(engine, args.requests, tiny_gpt.greedy)
+            elif args.loop == "step-in-loop":
+                async def steps_inside_a_running_loop():
+                    _run_steps(engine, args.requests, tiny_gpt.greedy)
+
+                import asyncio
+                asyncio.run(steps_inside_a_running_loop())
             else:
                 answers = engine.generate([r["prompt"] for r in args.requests],
                                           tiny_gpt.greedy(args.requests[0]["tokens"]))
