@@ -150,6 +150,8 @@ class EngineStepDriver:
         """A labelled range around one forward of the running step (its composition as the
         context scheduled it)."""
         step = getattr(self._local, "step", None)
+        if step is not None and step.forwards and step.forwards[0]["kind"] == DUMMY:
+            return NULL_DRIVER.range("")  # the dummy forward's own: inside its "dummy" range
         if step is not None:
             step.forwards.append({"kind": step_kind(prefill, decode), "prefill": prefill,
                                   "decode": decode, "tokens": tokens})

@@ -125,7 +125,7 @@ def test_offline_engine_with_step_start_3_end_5_records_steps_3_and_4_with_step_
 
 
 def label_of(step):
-    forward = step["forwards"][0]
+    forward = step["forwards"][-1]
     return label({"kind": forward["kind"], "prefill_requests": forward["prefill_requests"],
                   "decode_requests": forward["decode_requests"], "tokens": forward["tokens"]})
 
@@ -293,7 +293,10 @@ def test_every_engine_rank_writes_one_window_of_the_steps_between_start_and_stop
         traces = [t for t in rank_traces(save, rank) if f"/estep_{first}-end/" in t]
         assert len(traces) == 1 and step_ids(traces[0]) == recorded
         assert op_threads(traces[0]) == {report["main_thread"]}  # the forward's operators
-        assert ranges(traces[0])[0].split()[0] in ("prefill", "decode", "mixed", "dummy")
+        assert ranges(traces[0])[0].split()[0] in KINDS
+        dummies = {d["step"] for d in report["dummy_forwards"]}
+        assert [u["n"] for u in window["units"] if u["kind"] == "dummy"] == \
+            sorted(dummies & set(recorded))
         finished = {i for u in window["units"] for i in u.get("finished_requests", ())}
         assert finished == set(batch)
         # The relayed signal started and stopped ours, not cudaProfilerStart/Stop.
@@ -370,7 +373,8 @@ def test_a_start_with_delay_and_max_records_those_steps_into_its_prefix_folder(p
         assert window["dir"] == f"decode/estep_{asked + 1}-{asked + 2}"
         assert window["iterations_recorded"] == [asked + 1, asked + 2]
         # The step it was asked before is the request's prefill: skipped (delay 1).
-        kinds = {s["step"]: s["forwards"][0]["kind"] for s in reports[rank]["steps"]}
+        # (A step's own forward is its last: the report adds the dummy forwards before it.)
+        kinds = {s["step"]: s["forwards"][-1]["kind"] for s in reports[rank]["steps"]}
         assert kinds[asked] == "prefill"
         assert [u["kind"] for u in window["units"]] == ["decode", "decode"]
         trace = [t for t in rank_traces(save, rank) if "/decode/" in t]
