@@ -46,9 +46,21 @@ def _activities():
     activities = [torch.profiler.ProfilerActivity.CPU]
     # A CPU build of torch cannot trace CUDA even when a shim makes torch.cuda look available.
     gpu_build = torch.version.cuda is not None or getattr(torch.version, "hip", None) is not None
-    if gpu_build and torch.cuda.is_available() and torch.cuda.device_count() > 0:
+    if gpu_build and torch.cuda.is_available() and torch.cuda.device_count() > 0 \
+            and _driver_devices() > 0:
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     return activities
+
+
+def _driver_devices():
+    """The devices the CUDA driver reports, asked below torch.cuda's Python functions: a GPU
+    build on a machine without a driver, whose torch.cuda a CPU stand-in made look available,
+    would otherwise have kineto record a failing CUDA event around every operator."""
+    count = getattr(torch._C, "_cuda_getDeviceCount", None)
+    try:
+        return int(count()) if count is not None else 1
+    except Exception:  # noqa: BLE001 - no driver at all
+        return 0
 
 
 class TorchBackend(Backend):
