@@ -123,3 +123,60 @@ def test_engine_loop_that_stops_inside_the_window_says_so_and_keeps_what_it_reco
     assert [step_ids(t) for t in torch_traces(save)] == [[2], [3], [4]]
     code, report = check(save)
     assert code == 1 and verdicts(report) == {0: "cut"}
+
+
+def test_server_with_profile_and_no_window_flag_records_from_post_start_profile_to_stop(tmp_path):
+    save = tmp_path / "prof"
+    flags = ["--profile", "--profile-ranks", "-1", "--profile-save-path", str(save),
+             "--profile-backend", "torch"]
+    server = server_launch.start(flags, env=env_for(tmp_path), cwd=tmp_path)
+    answers = {}
+    try:
+        server.put(["1 2 3"], tokens_to_generate=4)                      # request 1
+        answers["start"] = server.post("/start_profile")
+        answers["start_again"] = server.post("/v1/start_profile")
+        answers["bad"] = server.post("/start_profile", {"prefix": "../up"})
+        for _ in range(2):
+            server.put(["1 2 3"], tokens_to_generate=4)                  # requests 2, 3
+        answers["stop"] = server.post("/stop_profile")
+        answers["stop_again"] = server.post("/stop_profile")
+        server.put(["1 2 3"], tokens_to_generate=4)                      # request 4
+        answers["delayed"] = server.post("/v1/start_profile", {"prefix": "late", "delay": 1,
+                                                                "max": 1})
+        for _ in range(2):
+            server.put(["1 2 3"], tokens_to_generate=4)                  # requests 5, 6
+        answers["stop_after_max"] = server.post("/stop_profile")
+    finally:
+        run = server.stop()
+    assert run.returncode == 0, run.describe()
+    assert [answers[k][0] for k in ("start", "stop", "delayed")] == [200, 200, 200]
+    assert all(answers[k][2] < 5.0 for k in ("start", "stop", "delayed"))
+    assert answers["start_again"][0] == 409 and "one window at a time" in \
+        answers["start_again"][1]["details"]
+    assert answers["bad"][0] == 400 and "not a folder name" in answers["bad"][1]["details"]
+    assert answers["stop_again"][0] == 409
+    assert answers["stop_after_max"][0] == 409 and "ended by itself" in \
+        answers["stop_after_max"][1]["details"]
+    for rank in (0, 1):
+        traces = [t for t in torch_traces(save) if os.path.basename(t).startswith(f"rank{rank}.")]
+        assert [os.path.relpath(os.path.dirname(t), save) for t in traces] == [
+            "late/req_6-6", "req_2-2", "req_3-3"]
+        assert [step_ids(t) for t in traces] == [[6], [2], [3]]
+        data = manifest(save, rank)
+        assert [(p["start"], p["end"], p["status"], p["recorded"], p["started_by"]["by"])
+                for p in data["planned"]] == [(2, None, "complete", [2, 3], "http"),
+                                              (6, 7, "complete", [6], "http")]
+    code, report = check(save)
+    assert code == 0 and verdicts(report) == {0: "valid", 1: "valid"}, report
+
+
+def test_server_without_profile_has_no_profile_routes(tmp_path):
+    server = server_launch.start(["--profile-ranks", "-1"], env=env_for(tmp_path), cwd=tmp_path)
+    try:
+        status, _, _ = server.post("/start_profile")
+        answer = server.put(["1 2 3"], tokens_to_generate=2)
+    finally:
+        run = server.stop()
+    assert status in (404, 405) and len(answer["tokens"][0]) == 3 + 2  # Flask: no such route
+    assert run.returncode == 0, run.describe()
+    assert not (tmp_path / "profile_dir").exists()

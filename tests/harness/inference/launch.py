@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 SERVER_SCRIPT = pathlib.Path(__file__).resolve().parent / "run_text_generation_server.py"
@@ -72,6 +73,24 @@ class Server:
                                          headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=timeout) as answer:
             return json.loads(answer.read())
+
+    def post(self, path, body=None, timeout=30):
+        """``POST path`` with a JSON body: (status, decoded JSON answer, seconds)."""
+        data = json.dumps(body if body is not None else {}).encode()
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data=data,
+                                         method="POST",
+                                         headers={"Content-Type": "application/json"})
+        started = time.monotonic()
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as answer:
+                status, text = answer.status, answer.read().decode()
+        except urllib.error.HTTPError as error:
+            status, text = error.code, error.read().decode()
+        try:
+            payload = json.loads(text)
+        except ValueError:
+            payload = text
+        return status, payload, time.monotonic() - started
 
     def signal_rank(self, rank, signum):
         os.kill(self.report(rank)["pid"], signum)
