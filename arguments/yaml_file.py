@@ -19,7 +19,9 @@ ENV_PREFIX = "MINDSPEED_PROF_"
 CONFIG_ENV = "MINDSPEED_PROF_CONFIG"
 # Variables of ours that are switches of the tool, not config knobs.
 _ENV_NOT_KNOBS = {"MINDSPEED_PROF_AUTOLOAD", "MINDSPEED_PROF_DEBUG", CONFIG_ENV,
-                  "MINDSPEED_PROF_EXPORT_FORK"}  # backends/torch_backend.py's EXPORT_FORK_ENV
+                  "MINDSPEED_PROF_EXPORT_FORK",  # backends/torch_backend.py's EXPORT_FORK_ENV
+                  # the readers' (check/summary): output/cache.py, output/parallel.py
+                  "MINDSPEED_PROF_CACHE", "MINDSPEED_PROF_OUTPUT_WORKERS"}
 
 
 def _value_fits(kind, value):
