@@ -49,6 +49,7 @@ setup(
         "mindspeed_prof.drivers",
         "mindspeed_prof.output",
         "mindspeed_prof.output.check",
+        "mindspeed_prof.output.job",
         "mindspeed_prof.output.read",
         "mindspeed_prof.output.render",
         "mindspeed_prof.output.summary",
