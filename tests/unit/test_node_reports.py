@@ -117,3 +117,22 @@ def test_merge_refuses_a_file_that_is_no_node_report(tmp_path, capsys):
     assert code == 2 and "not a node report" in err and str(other) in err
     code, _, err = run_cli(capsys, "merge", tmp_path / "absent.json")
     assert code == 2 and "cannot be read" in err
+
+
+def test_nodes_with_their_own_disks_report_the_ranks_they_hold(tmp_path, capsys):
+    whole = job(tmp_path, ranks=4)  # 0-4 expected; 0-3 and 7 found, 7 corrupt
+    check, _ = one_machine(capsys, whole)
+    reports = tmp_path / "reports"
+    for node, ranks in enumerate(([0, 1], [2, 3, 7])):
+        local = tmp_path / f"disk{node}"
+        local.mkdir()
+        for rank in ranks:
+            [capture] = whole.glob(f"rank{rank}_*")
+            os.rename(capture, local / capture.name)
+        (local / "profile_manifest_rank0.json").write_text(
+            (whole / "profile_manifest_rank0.json").read_text())
+        run_cli(capsys, "check", local, "--report", reports / f"node{node}.json")
+    code, result = run_cli_json(capsys, "merge", *sorted(reports.iterdir()))
+    verdicts = {r["rank"]: r["verdict"] for r in result["check"]["ranks"]}
+    assert verdicts == {r["rank"]: r["verdict"] for r in check["ranks"]}
+    assert verdicts[4] == "missing" and verdicts[7] == "corrupt" and code == 1

@@ -47,9 +47,9 @@ def check_directory(path, expected_ranks=None, share=None):
             report.warnings.append(f"also found rank(s) {_list(skipped)}, not checked (--ranks)")
         runs = [r for r in runs if r.rank is None or r.rank in expected]
     if share is not None:
-        candidates = expected | ({r.rank for r in runs if r.rank is not None}
-                                 if expected_ranks is None else set())
-        report.covered = share.pick(candidates)
+        found_ranks = {r.rank for r in runs if r.rank is not None}
+        candidates = expected | (found_ranks if expected_ranks is None else set())
+        report.covered = share.pick(candidates, found_ranks)
         mine = set(report.covered)
         runs = [r for r in runs if (r.rank in mine if r.rank is not None
                                     else share.takes_unranked)]

@@ -12,6 +12,7 @@ import os
 from ..check.directory import check_directory
 from ..summary.aggregate import Item
 from ..summary.directory import RankSummary, summarize_directory
+from .share import Local
 
 FORMAT = "mindspeed_prof node report"
 VERSION = 1
@@ -19,15 +20,16 @@ ITEM_FIELDS = ("kernels", "op_types", "ops")
 
 
 def node_report(path, share=None, expected_ranks=None, top=10):
-    """(check Report, summary Summary, the JSON-able node report) of ``path``'s share."""
+    """(check Report, summary Summary, the JSON-able node report) of ``path``'s share (a
+    ``Share``; None: the ranks found under ``path``, as on a node-local disk)."""
+    share = share if share is not None else Local()
     report = check_directory(path, expected_ranks, share)
-    covered = report.covered if share is not None else sorted(
-        {r.rank for r in report.ranks} | set(report.expected_ranks))
+    covered = report.covered
     # the check has just read the big files: the summary takes their numbers from the cache
     summary = summarize_directory(path, top, only=set(covered),
-                                  takes_unranked=share is None or share.takes_unranked)
+                                  takes_unranked=share.takes_unranked)
     data = {"format": FORMAT, "version": VERSION, "directory": report.directory,
-            "node": share.as_dict() if share is not None else None, "covered_ranks": covered,
+            "node": share.as_dict(), "covered_ranks": covered,
             "check": report.as_dict(),
             "summary": {"directory": summary.directory, "top": summary.top,
                         "notes": summary.notes,

@@ -26,7 +26,7 @@ class Share:
     def takes_unranked(self) -> bool:
         return self.index == 0
 
-    def pick(self, ranks: Iterable[int]) -> List[int]:
+    def pick(self, ranks: Iterable[int], found: Iterable[int] = ()) -> List[int]:
         ordered = sorted(set(ranks))
         lo, hi = (len(ordered) * self.index) // self.count, \
             (len(ordered) * (self.index + 1)) // self.count
@@ -34,6 +34,23 @@ class Share:
 
     def as_dict(self):
         return {"index": self.index, "count": self.count}
+
+
+@dataclass(frozen=True)
+class Local:
+    """A node whose save path holds only its own ranks (a node-local disk): it covers the
+    ranks it found; the ranks the manifests expect and nobody found are the merge's to call
+    missing."""
+
+    index: int = 0
+    count: int = 1
+    takes_unranked: bool = True
+
+    def pick(self, ranks: Iterable[int], found: Iterable[int] = ()) -> List[int]:
+        return sorted(set(found))
+
+    def as_dict(self):
+        return None
 
 
 def parse_share(text: Optional[str], environ: Mapping[str, str] = os.environ) -> Optional[Share]:
