@@ -119,3 +119,14 @@ def test_a_damaged_cache_entry_is_a_miss_not_a_crash(tmp_path, capsys, trusting)
         entry.write_text('{"version": 1, "path": 3, "results": [')
     _, again = run_cli_json(capsys, "check", str(data))
     assert again == first
+
+
+def test_a_torch_traces_summary_is_remembered_too(tmp_path, capsys, trusting, monkeypatch):
+    from mindspeed_prof.output.summary import torchtrace
+    from output_fixtures.torch_traces import torch_trace
+
+    torch_trace(tmp_path / "save", rank=0)
+    code, first = run_cli_json(capsys, "summary", tmp_path / "save")
+    monkeypatch.setattr(torchtrace, "summarize_trace", None)  # a second read would fail
+    assert run_cli_json(capsys, "summary", tmp_path / "save") == (code, first)
+    assert code == 0 and first["ranks"][0]["top_ops"]

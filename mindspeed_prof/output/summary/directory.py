@@ -165,8 +165,8 @@ def _main_file_size(run):
     """The bytes reading this capture costs (0 when the cache holds them: no pool for it)."""
     path = run.path if run.backend == "torch" else os.path.join(
         run.path, ASCEND_OUTPUT_DIR, "kernel_details.csv")
-    if run.backend != "torch" and cache.worth_caching(path) \
-            and cache.load(path, kernels.KIND) is not None:
+    kind = torchtrace.KIND if run.backend == "torch" else kernels.KIND
+    if cache.worth_caching(path) and cache.load(path, kind) is not None:
         return 0
     try:
         return os.path.getsize(path)
@@ -263,7 +263,7 @@ def _op_types(rank_summary, path):
 
 def _torch(run, rank_summary):
     try:
-        trace = torchtrace.summarize_trace(run.path)
+        trace = torchtrace.remembered_summary(run.path)
     except (CorruptFile, OSError, ValueError, RecursionError, EOFError) as exc:
         rank_summary.notes.append(f"{run.rel} skipped: {exc}")
         return
