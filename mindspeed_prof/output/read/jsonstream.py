@@ -10,141 +10,25 @@ decoder, which is what makes this fast. A cut that lands inside a nested value o
 can never form a valid array (a bracket or a quote stays open), so a failed piece only means
 "decode this stretch one event at a time": it costs time, never a wrong answer.
 
-The bytes stay where they were read: one buffer, filled with ``readinto`` and never resized
-(a piece is checked in place, the comma before it and the one after it standing in for the
-array's brackets while the decoder looks), so a 1 MB piece costs no allocation. Copying each
-piece into a new string cost as much CPU as validating it: a fresh 1 MB object is fresh pages,
-and on a VM every page fault counts (figure 5: 0.37 -> 0.22 s of CPU per 200 MB trace).
+The bytes stay in one buffer, checked in place (``jsonbytes.py``).
 """
 
-import gzip
 import json
 
 from .errors import CorruptFile
+from .jsonbytes import (MAX_EVENT_BYTES, WS, WS_STR, Piece, Source, byte_at, describe_at,
+                        maybe_cut)
 
 # 1 MiB, not more: a piece becomes ~6k event dicts at once; at 4 MiB a reader process peaked
 # 45 MiB higher and scanned 20 % slower (benchmarks/ figure 5, 1 GB of trace_view.json).
 CHUNK_BYTES = 1 << 20
-# One event never needs this much text; past it a "cut short" event is really a broken file.
-MAX_EVENT_BYTES = 1 << 26
-_WS = b" \t\r\n"
-_WS_STR = " \t\r\n"
 _raw_decode = json.JSONDecoder().raw_decode
-
-
-class Piece:
-    """Events ``data[lo:hi]`` (``{...}, ..., {...}``), valid until the next piece is read."""
-
-    __slots__ = ("data", "lo", "hi")
-
-    def __init__(self, data, lo, hi):
-        self.data, self.lo, self.hi = data, lo, hi
-
-    def text(self):
-        return str(memoryview(self.data)[self.lo:self.hi], "utf-8")
-
-
-class _Source:
-    """Bytes of a (possibly gzipped) file with a movable read position.
-
-    ``buf[pos:end]`` holds the bytes not consumed yet; ``buf[0]`` is never data (it is where
-    the first piece's ``[`` goes). ``base`` is the file offset of ``buf[0]``."""
-
-    def __init__(self, path, chunk):
-        opener = gzip.open if str(path).endswith(".gz") else open
-        self._handle = opener(path, "rb")
-        self._chunk = chunk
-        self.buf = bytearray(2 * chunk + 2)
-        self.view = memoryview(self.buf)
-        self.pos = self.end = 1
-        self.base = -1
-        self.eof = False
-
-    def close(self):
-        self.view.release()
-        self._handle.close()
-
-    def fill(self, want):
-        """Read until ``want`` bytes lie after pos, or the file ends."""
-        left = self.end - self.pos
-        if self.pos > 1:
-            self.view[1:1 + left] = self.view[self.pos:self.end]  # memmove, in place
-            self.base += self.pos - 1
-            self.pos, self.end = 1, 1 + left
-        if 1 + max(want, left + self._chunk) > len(self.buf):  # a huge event: a bigger buffer
-            bigger = bytearray(2 * max(want, left + self._chunk) + 2)
-            bigger[:self.end] = self.view[:self.end]
-            self.view.release()
-            self.buf, self.view = bigger, memoryview(bigger)
-        while self.end - self.pos < want and not self.eof:
-            room = min(len(self.buf) - self.end, max(self._chunk, want - (self.end - self.pos)))
-            try:
-                got = self._handle.readinto(self.view[self.end:self.end + room])
-            except (OSError, EOFError) as exc:  # gzip damage surfaces here
-                raise CorruptFile(f"unreadable at byte {self.base + self.end}: {exc}") from None
-            if not got:
-                self.eof = True
-            self.end += got or 0
-
-    def skip_ws(self):
-        """The next non-blank byte as a 1-char str ('' at end of file); pos moves onto it."""
-        while True:
-            buf, n = self.buf, self.end
-            while self.pos < n and buf[self.pos] in _WS:
-                self.pos += 1
-            if self.pos < n:
-                return chr(buf[self.pos])
-            if self.eof:
-                return ""
-            self.fill(self._chunk)
-
-    def text(self, end=None, partial=False):
-        """Decode buf[pos:end]; with ``partial``, a multi-byte character cut at the end waits."""
-        end = self.end if end is None else end
-        try:
-            return str(self.view[self.pos:end], "utf-8")
-        except UnicodeDecodeError as exc:
-            if partial and exc.reason == "unexpected end of data":
-                return str(self.view[self.pos:self.pos + exc.start], "utf-8")
-            raise CorruptFile(f"not UTF-8 at byte {self.base + self.pos + exc.start}") from None
-
-    def value(self):
-        """Decode one small JSON value at pos (a key, or a non-event value of a torch trace)."""
-        while True:
-            text = self.text(partial=not self.eof)
-            try:
-                obj, end = _raw_decode(text)
-            except json.JSONDecodeError as exc:
-                if self.eof or self.end - self.pos > MAX_EVENT_BYTES:
-                    raise CorruptFile(_describe_at(exc, self, text)) from None
-                self.fill(self.end - self.pos + self._chunk)
-                continue
-            if end >= len(text) and not self.eof:  # a number may go on in the next chunk
-                self.fill(self.end - self.pos + self._chunk)
-                continue
-            self.pos += len(text[:end].encode("utf-8"))
-            return obj
-
-    def check(self, validate, cut):
-        """``validate`` the events ``buf[pos:cut + 1]`` as one array, in place: the bytes
-        before and after them (a comma, ``[`` or blanks) become the brackets meanwhile."""
-        buf, before, after = self.buf, self.buf[self.pos - 1], self.buf[cut + 1]
-        buf[self.pos - 1], buf[cut + 1] = 0x5B, 0x5D  # "[", "]"
-        try:
-            return validate(self.view[self.pos - 1:cut + 2])
-        finally:
-            buf[self.pos - 1], buf[cut + 1] = before, after
-
-
-def _maybe_cut(exc, text):
-    # raw_decode reports an unterminated string at the string's start, every other cut at the end.
-    return exc.pos >= len(text.rstrip(_WS_STR)) - 1 or exc.msg.startswith("Unterminated string")
 
 
 def last_boundary(data, lo, hi):
     """Index of the ``}`` of the last ``}<ws>,<ws>{`` in data[lo:hi], or -1."""
     close, comma, brace = ("}", ",", "{") if isinstance(data, str) else (b"}", b",", b"{")
-    ws = _WS_STR if isinstance(data, str) else _WS
+    ws = WS_STR if isinstance(data, str) else WS
     needle = close + comma
     j = hi
     while True:
@@ -169,7 +53,7 @@ def pieces(path, validate, chunk=CHUNK_BYTES):
     the list of events decoded one by one.
     Raises ``CorruptFile`` (saying where, and whether the file looks truncated).
     """
-    src = _Source(path, chunk)
+    src = Source(path, chunk)
     try:
         src.fill(chunk)
         first = src.skip_ws()
@@ -288,37 +172,26 @@ def _one_by_one(text, src, cut_at_end=False):
     events = []
     i, n = 0, len(text)
     while True:
-        while i < n and text[i] in _WS_STR:
+        while i < n and text[i] in WS_STR:
             i += 1
         start = i
         try:
             obj, i = _raw_decode(text, i)
         except json.JSONDecodeError as exc:
-            if cut_at_end and _maybe_cut(exc, text):
+            if cut_at_end and maybe_cut(exc, text):
                 return events, start, False
-            raise CorruptFile(_describe_at(exc, src, text)) from None
+            raise CorruptFile(describe_at(exc, src, text)) from None
         events.append(obj)
-        while i < n and text[i] in _WS_STR:
+        while i < n and text[i] in WS_STR:
             i += 1
         if i >= n:
             return events, n, False
         if text[i] == "]":
             return events, i + 1, True
         if text[i] != ",":
-            raise CorruptFile(f"invalid JSON at byte {_byte_at(src, text, i)}: expected ',' or "
+            raise CorruptFile(f"invalid JSON at byte {byte_at(src, text, i)}: expected ',' or "
                               f"']' between events, found {text[i]!r}")
         i += 1
-
-
-def _describe_at(exc, src, text):
-    where = _byte_at(src, text, exc.pos)
-    if src.eof and _maybe_cut(exc, text):
-        return f"truncated JSON: the file ends inside a value (byte {where})"
-    return f"invalid JSON at byte {where}: {exc.msg}"
-
-
-def _byte_at(src, text, index):
-    return src.base + src.pos + len(text[:index].encode("utf-8"))
 
 
 def _unexpected(src, wanted, got=None):
