@@ -114,7 +114,8 @@ def _reason(exc):
 
 
 def _csv(path, name, result):
-    if name == KERNEL_DETAILS:  # one pass with summary's sums, remembered for it
+    # one pass with summary's sums, remembered for it (with no cache, nobody would take them)
+    if name == KERNEL_DETAILS and cache.worth_caching(path):
         table = kernels.read(path)
         if table.header is not None:
             result.facts["header"] = table.header
