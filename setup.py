@@ -51,6 +51,7 @@ setup(
         "mindspeed_prof.integrations.verl",
         "mindspeed_prof.output",
         "mindspeed_prof.output.check",
+        "mindspeed_prof.output.job",
         "mindspeed_prof.output.read",
         "mindspeed_prof.output.render",
         "mindspeed_prof.output.summary",

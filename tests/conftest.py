@@ -16,11 +16,19 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "e2e: slow: torchrun jobs with real megatron-core, the benchmark smoke run")
 
 
+@pytest.fixture(scope="session")
+def _readers_cache(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("readers_cache"))
+
+
 @pytest.fixture(autouse=True)
-def _clean_profiling_env(monkeypatch):
+def _clean_profiling_env(monkeypatch, _readers_cache):
     for name in list(os.environ):
         if name.startswith("MINDSPEED_PROF_") or name.startswith("FAKE_TORCH_NPU"):
             monkeypatch.delenv(name, raising=False)
+    # check/summary remember what they read (output/cache.py): in the session's temp folder,
+    # never the developer's ~/.cache
+    monkeypatch.setenv("MINDSPEED_PROF_CACHE", _readers_cache)
     yield
 
 

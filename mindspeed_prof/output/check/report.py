@@ -55,6 +55,16 @@ class RunReport:
         self.verdict = worst(self.verdict, verdict)
         self.problems.append(problem)
 
+    @classmethod
+    def from_dict(cls, data, file_from_dict):
+        """The inverse of ``as_dict`` (a node's report, read back by ``merge``)."""
+        fields = {k: data[k] for k in ("path", "backend", "rank", "rank_source", "timestamp",
+                                       "verdict", "settings", "steps", "problems", "warnings",
+                                       "errors", "error_count")}
+        window = data.get("window")
+        return cls(**fields, window=tuple(window) if window else None,
+                   files=[file_from_dict(f) for f in data["files"]])
+
     def as_dict(self):
         return {
             "path": self.path, "backend": self.backend, "rank": self.rank,
@@ -79,6 +89,12 @@ class RankReport:
     manifest_status: str = None
     msprof_analyze_pick: str = None
 
+    @classmethod
+    def from_dict(cls, data, file_from_dict):
+        fields = {k: data[k] for k in ("rank", "verdict", "manifest", "manifest_status",
+                                       "problems", "warnings", "errors", "msprof_analyze_pick")}
+        return cls(**fields, runs=[RunReport.from_dict(r, file_from_dict) for r in data["runs"]])
+
     def as_dict(self):
         return {
             "rank": self.rank, "verdict": self.verdict, "manifest": self.manifest,
@@ -96,6 +112,7 @@ class Report:
     ranks: list = field(default_factory=list)  # RankReport, by rank
     unranked: list = field(default_factory=list)  # RunReport whose rank is unknown
     warnings: list = field(default_factory=list)
+    covered: list = None  # the ranks a node's share held (check_directory(share=...))
 
     @property
     def ok(self):
@@ -115,6 +132,13 @@ class Report:
         for item in [*self.ranks, *self.unranked]:
             counts[item.verdict] = counts.get(item.verdict, 0) + 1
         return counts
+
+    @classmethod
+    def from_dict(cls, data, file_from_dict):
+        return cls(directory=data["directory"], expected_ranks=list(data["expected_ranks"]),
+                   ranks=[RankReport.from_dict(r, file_from_dict) for r in data["ranks"]],
+                   unranked=[RunReport.from_dict(r, file_from_dict) for r in data["unranked"]],
+                   warnings=list(data["warnings"]))
 
     def as_dict(self):
         return {

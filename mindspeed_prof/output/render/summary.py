@@ -6,7 +6,7 @@ import json
 import statistics
 
 from ..read import columns
-from ..summary.directory import merge, slow_ranks, top_items
+from ..summary.compare import merge, slow_ranks, top_items
 
 SHORT = {
     "Communication(Not Overlapped)": "Comm(NotOvl)",
