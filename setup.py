@@ -75,6 +75,7 @@ setup(
         "plot": ["matplotlib"],
         "test": [
             "pytest",
+            "mypy",
             "hypothesis",
             "megatron-core==0.16.1",
             "msprof-analyze",

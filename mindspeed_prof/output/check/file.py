@@ -9,6 +9,7 @@ import os
 import sqlite3
 import zlib
 from dataclasses import dataclass, field
+from typing import Optional
 
 from .. import cache
 from ..read import columns, csvrows, csvtable, kernels, sqlitecheck, tracescan
@@ -27,9 +28,9 @@ _READ_ERRORS = (CorruptFile, OSError, ValueError, RecursionError, EOFError, sqli
 class FileCheck:
     name: str
     status: str
-    size: int = None
-    detail: str = None
-    why: str = None  # why the file is expected, when it is
+    size: Optional[int] = None
+    detail: Optional[str] = None
+    why: Optional[str] = None  # why the file is expected, when it is
     facts: dict = field(default_factory=dict)
 
     @classmethod

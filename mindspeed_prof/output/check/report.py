@@ -16,6 +16,7 @@ One exit rule: ``check`` exits 0 only when every expected rank is valid (a cut r
 """
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 VALID, CUT, INCOMPLETE, UNPARSED, NOT_STOPPED, CORRUPT, MISSING = (
     "valid", "cut", "incomplete", "unparsed", "not_stopped", "corrupt", "missing")
@@ -38,17 +39,17 @@ class RunReport:
 
     path: str
     backend: str
-    rank: int = None
-    rank_source: str = None
-    timestamp: str = None
-    window: tuple = None
+    rank: Optional[int] = None
+    rank_source: Optional[str] = None
+    timestamp: Optional[str] = None
+    window: Optional[tuple] = None
     verdict: str = VALID
     problems: list = field(default_factory=list)  # why the verdict is not valid
     warnings: list = field(default_factory=list)
     errors: list = field(default_factory=list)  # error lines from the profiler's logs
     error_count: int = 0
     files: list = field(default_factory=list)  # FileCheck
-    settings: str = None  # "level1 text", NPU captures only
+    settings: Optional[str] = None  # "level1 text", NPU captures only
     steps: list = field(default_factory=list)
 
     def fail(self, verdict, problem):
@@ -85,9 +86,9 @@ class RankReport:
     problems: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
     errors: list = field(default_factory=list)  # from our manifest
-    manifest: str = None
-    manifest_status: str = None
-    msprof_analyze_pick: str = None
+    manifest: Optional[str] = None
+    manifest_status: Optional[str] = None
+    msprof_analyze_pick: Optional[str] = None
 
     @classmethod
     def from_dict(cls, data, file_from_dict):
@@ -112,7 +113,7 @@ class Report:
     ranks: list = field(default_factory=list)  # RankReport, by rank
     unranked: list = field(default_factory=list)  # RunReport whose rank is unknown
     warnings: list = field(default_factory=list)
-    covered: list = None  # the ranks a node's share held (check_directory(share=...))
+    covered: Optional[list] = None  # the ranks a node's share held (check_directory(share=...))
 
     @property
     def ok(self):

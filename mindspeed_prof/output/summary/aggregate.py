@@ -4,6 +4,7 @@ The kernel sums come from ``read/kernels.py``: its one pass over kernel_details.
 ``check`` its verdict on the file, and both are remembered in the cache."""
 
 from dataclasses import dataclass
+from typing import Optional
 
 from ..read import columns, kernels
 from ..read.csvrows import setup_pyarrow
@@ -16,7 +17,7 @@ class Item:
     """A kernel, op type or torch operator, aggregated."""
 
     name: str
-    kind: str = None  # kernel Type, op Core Type or trace category
+    kind: Optional[str] = None  # kernel Type, op Core Type or trace category
     total_us: float = 0.0
     count: int = 0
 

@@ -10,6 +10,7 @@ Overlapped) + Free: those three cover the step without overlap.
 import os
 import statistics
 from dataclasses import dataclass, field
+from typing import Optional
 
 from ...errors import ConfigError
 from ...layout import ASCEND_OUTPUT_DIR
@@ -26,12 +27,12 @@ from .aggregate import Item
 @dataclass
 class RankSummary:
     rank: int
-    backend: str = None
+    backend: Optional[str] = None
     sources: list = field(default_factory=list)
     steps: list = field(default_factory=list)  # {"step", "device", components..., "step_time"}
     kernels: dict = field(default_factory=dict)  # (name, type) -> Item
     op_types: dict = field(default_factory=dict)
-    op_types_source: str = None
+    op_types_source: Optional[str] = None
     ops: dict = field(default_factory=dict)  # torch operators by self time
     requests: list = field(default_factory=list)  # inference: one row per request (requests.py)
     notes: list = field(default_factory=list)
