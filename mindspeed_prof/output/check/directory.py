@@ -6,6 +6,7 @@ A rank is judged by the worst of its captures, and by its manifest when that rep
 """
 
 import os
+from typing import Any, Iterable, Optional
 
 from ...errors import ConfigError
 from .. import parallel
@@ -22,7 +23,8 @@ FAILED_STATUSES = ("failed", "incomplete")
 UNFINISHED_STATUSES = ("armed", "running")
 
 
-def check_directory(path, expected_ranks=None, share=None):
+def check_directory(path: "str | os.PathLike[str]", expected_ranks: Optional[Iterable[int]] = None,
+                    share: Any = None) -> Report:
     """Check every capture under ``path``; ``expected_ranks`` (e.g. from ``--ranks``) replaces
     the ranks the manifests expect, and limits the report to them. ``share`` (a
     ``job.share.Share``): check only this node's part of those ranks (``report.covered``
@@ -55,7 +57,7 @@ def check_directory(path, expected_ranks=None, share=None):
         runs = [r for r in runs if (r.rank in mine if r.rank is not None
                                     else share.takes_unranked)]
     read_ahead = _read_files(runs)
-    by_rank = {}
+    by_rank: dict = {}
     for run in runs:
         manifest = manifests.get(run.rank)
         chosen = manifest_window(run, manifest)
@@ -67,7 +69,7 @@ def check_directory(path, expected_ranks=None, share=None):
             by_rank.setdefault(run.rank, []).append(checked)
     ranks = expected if expected_ranks is not None else set(by_rank) | expected
     if share is not None:
-        ranks = ranks & set(report.covered)
+        ranks = ranks & set(report.covered or ())
     for rank in sorted(ranks):
         report.ranks.append(_rank_report(rank, by_rank.get(rank, []), manifests.get(rank)))
     if not found.runs and not manifests and (share is None or share.takes_unranked):

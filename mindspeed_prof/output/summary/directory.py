@@ -10,7 +10,7 @@ Overlapped) + Free: those three cover the step without overlap.
 import os
 import statistics
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Set
 
 from ...errors import ConfigError
 from ...layout import ASCEND_OUTPUT_DIR
@@ -70,7 +70,9 @@ class Summary:
         return [r for r in self.ranks if r.has_numbers]
 
 
-def summarize_directory(path, top=10, only=None, takes_unranked=True):
+def summarize_directory(path: "str | os.PathLike[str]", top: int = 10,
+                        only: Optional[Set[int]] = None,
+                        takes_unranked: bool = True) -> "Summary":
     """Summarise every rank under ``path``; ``only`` (a set of ranks): just those, for a
     node's share of the job (``job/``), whose notes about the whole folder are left to the
     merge, as are the unranked captures unless ``takes_unranked``."""
@@ -87,7 +89,7 @@ def summarize_directory(path, top=10, only=None, takes_unranked=True):
         summary.notes.append(runs.note())
         found.runs = jobruns.keep_runs(found.runs, runs)
     manifests = runs.chosen
-    by_rank = {}
+    by_rank: dict = {}
     for run in found.runs:
         if run.rank is None:
             if takes_unranked:
