@@ -23,6 +23,7 @@ class _State:
         self.inference = None      # the request driver, once an engine or a request armed it
         self.train_hooked = False  # a patched train() ran: the chain is connected
         self.usage_error = False   # we stopped the job on bad flags (already said so)
+        self.left_to_host = None   # "nsys": the host's own profiler runs this process (said so)
 
 
 state = _State()

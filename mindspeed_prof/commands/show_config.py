@@ -10,6 +10,7 @@ import os
 
 from mindspeed_prof import backends, budget, ranks
 from mindspeed_prof.arguments import add_recorded_profile_flags, parse_profile_flags
+from mindspeed_prof.arguments.host_defaults import megatron_default_for
 from mindspeed_prof.backends import describe
 from mindspeed_prof.errors import BackendUnavailable, ConfigError
 from mindspeed_prof.layout import session_worker_name, window_dir
@@ -37,6 +38,10 @@ def add_arguments(parser):
                         help="What the window flags count: iterations (training, the default) "
                              "or requests (Megatron's text-generation server and inference "
                              "engines, MindSpeed-LLM's inference.py; numbered from 1 per process).")
+    parser.add_argument("--megatron-version", default=None, metavar="X.Y",
+                        help="Megatron-LM release whose --profile-ranks default an untyped "
+                             "--profile-ranks takes ([0] = rank 0 up to 0.16, [] = every rank "
+                             "from 0.17); default: the installed megatron-core's, if any.")
     parser.add_argument("--json", action="store_true", help="Machine-readable output.")
     add_recorded_profile_flags(parser, description="as on the training command line; "
                                                    "--profile is implied")
@@ -51,7 +56,14 @@ def resolve(args):
     if unit is REQUEST and (args.train_iters is not None or args.exit_interval is not None):
         raise ConfigError("--train-iters and --exit-interval do not apply with --unit request: a "
                           "server has no known last request; drop them.")
-    config = parse_profile_flags(args.profile_argv or [], implied_profile=True)
+    host_version, version_from = _megatron_version(args.megatron_version)
+    default_notes = []
+    config = parse_profile_flags(args.profile_argv or [], implied_profile=True,
+                                 host_rank_default=megatron_default_for(host_version),
+                                 notes=default_notes)
+    if default_notes and host_version:
+        default_notes = [f"{note} (Megatron-LM {host_version}, {version_from})"
+                         for note in default_notes]
     # The same checks, in the same order and words, as the training start-up.
     plans = plan_windows(config, first_iteration=args.first_iteration,
                          train_iters=args.train_iters, exit_interval=args.exit_interval)
@@ -90,7 +102,7 @@ def resolve(args):
         worker = session_worker_name(example_rank, None, unit.prefix, schedule.start)
     call, call_notes = (describe.npu_call if backend == "npu" else describe.torch_call)(
         config, schedule, folder, example_rank, worker)
-    notes = notes_first + (_request_notes() if unit is REQUEST
+    notes = notes_first + default_notes + (_request_notes() if unit is REQUEST
                            else _plan_notes(config, plans, args.first_iteration))
     notes += list(config.warnings()) + call_notes
     ignored = backends.ignored_flags(backend, config)
@@ -121,6 +133,21 @@ def resolve(args):
         "profiler_call": call,
         "notes": notes,
     }
+
+
+def _megatron_version(given):
+    """The Megatron-LM release to emulate, and where it came from: --megatron-version, else the
+    installed megatron-core's metadata (read without importing Megatron), else none."""
+    if given:
+        if megatron_default_for(given) is None:
+            raise ConfigError(f"--megatron-version {given!r} is not a release number; give one "
+                              f"such as 0.16.1 or 0.19.0.")
+        return given, "from --megatron-version"
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+        return version("megatron-core"), "the installed megatron-core"
+    except (ImportError, PackageNotFoundError, ValueError):
+        return None, None
 
 
 def _window(schedule, unit=ITERATION):
