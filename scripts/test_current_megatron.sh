@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The second CI leg: Python 3.12 + torch 2.13.0 + megatron-core 0.19.2 (today's releases, which
+# need Python >= 3.12), in its own venv (.venv312), running the integration tests that matter on
+# today's Megatron (routes, headline defaults, windows, signals, the inference server) and every
+# test marked `current_megatron` (they skip on the Python 3.11 / megatron-core 0.16.1 leg).
+#
+#   bash scripts/test_current_megatron.sh            # what .ci/run runs after the README's command
+#   PYTHON312=/path/to/python3.12 bash scripts/...   # another interpreter
+#
+# On Python 3.12 only the CUDA build of torch 2.13.0 installs from PyPI (about 4.8 GB with its
+# nvidia-* wheels); it runs here on the CPU (no driver), as the tests' CPU shim expects.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+find_python312() {
+    if [ -n "${PYTHON312:-}" ]; then echo "$PYTHON312"; return; fi
+    if command -v python3.12 >/dev/null 2>&1; then command -v python3.12; return; fi
+    local root="${PYENV_ROOT:-$HOME/.pyenv}" found
+    found=$(ls -d "$root"/versions/3.12*/bin/python3.12 2>/dev/null | sort -V | tail -n 1 || true)
+    if [ -n "$found" ]; then echo "$found"; return; fi
+    if command -v pyenv >/dev/null 2>&1; then
+        found=$(ls -d "$(pyenv root)"/versions/3.12*/bin/python3.12 2>/dev/null | sort -V | tail -n 1 || true)
+        [ -n "$found" ] && { echo "$found"; return; }
+    fi
+    return 1
+}
+
+if ! PY312=$(find_python312); then
+    echo "test_current_megatron.sh: no Python 3.12 found (python3.12 on PATH, \$PYTHON312, or" \
+         "pyenv's versions/3.12*); install one to run the megatron-core 0.19.2 leg" >&2
+    exit 2
+fi
+echo "== Python 3.12 leg: $PY312 ($("$PY312" --version))"
+started=$(date +%s)
+"$PY312" -m venv .venv312
+. .venv312/bin/activate
+pip install torch==2.13.0
+pip install '.[test-current]'
+echo "== installed in $(( $(date +%s) - started )) s"
+# Every test marked current_megatron, wherever it lives (other areas mark theirs too), plus the
+# integration files that decide whether the headline command works on today's Megatron.
+python -m pytest -m current_megatron tests
+python -m pytest \
+    tests/e2e/test_current_megatron.py \
+    tests/e2e/test_integration.py \
+    tests/e2e/test_window_plans.py \
+    tests/e2e/test_loop_signals.py \
+    tests/e2e/test_inference_server.py \
+    -m "not current_megatron"
+echo "== Python 3.12 leg done in $(( $(date +%s) - started )) s"
