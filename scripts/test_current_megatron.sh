@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The second CI leg: Python 3.12 + torch 2.13.0 + megatron-core 0.19.2 (today's releases, which
 # need Python >= 3.12), in its own venv (.venv312), running the integration tests that matter on
-# today's Megatron (routes, headline defaults, windows, signals, the inference server) and every
+# today's Megatron (routes, headline defaults, windows, signals) and every
 # test marked `current_megatron` (they skip on the Python 3.11 / megatron-core 0.16.1 leg).
+# tests/e2e/test_inference_server.py is not in the list: its static-engine harness imports
+# megatron.core.inference modules that megatron-core 0.19 removed; inference tests written for
+# 0.19's engines carry the current_megatron marker instead.
 #
 #   bash scripts/test_current_megatron.sh            # what .ci/run runs after the README's command
 #   PYTHON312=/path/to/python3.12 bash scripts/...   # another interpreter
@@ -45,6 +48,5 @@ python -m pytest \
     tests/e2e/test_integration.py \
     tests/e2e/test_window_plans.py \
     tests/e2e/test_loop_signals.py \
-    tests/e2e/test_inference_server.py \
     -m "not current_megatron"
 echo "== Python 3.12 leg done in $(( $(date +%s) - started )) s"

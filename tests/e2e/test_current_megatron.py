@@ -119,23 +119,43 @@ def test_under_an_nsys_session_megatrons_own_profile_path_is_left_alone(tmp_path
     assert not save.exists()
 
 
-def test_one_import_line_route_on_megatron_0_19(tmp_path):
+@pytest.mark.parametrize("version", CURRENT)
+def test_one_import_line_route(tmp_path, version):
     script = tmp_path / "pretrain_gpt_profiled.py"
     script.write_text("import mindspeed_prof.auto  # profiling hooks\n" + ENTRY_SCRIPT.read_text())
-    run, save = run_version(tmp_path, "0.19.0", HEADLINE + ["--profile-ranks", "1"],
+    run, save = run_version(tmp_path, version, HEADLINE + ["--profile-ranks", "1"],
                             launcher=(), script=script)
     run.check()
     assert ranks_traced(save) == [1] and step_ids(torch_traces(save)[0]) == [3, 4]
 
 
-def test_mindspeed_feature_route_on_megatron_0_19(tmp_path):
+def _autoload_installed():
+    import site
+
+    places = site.getsitepackages() + [site.getusersitepackages()]
+    return any(os.path.exists(os.path.join(p, "mindspeed_prof_autoload.pth")) for p in places)
+
+
+@pytest.mark.skipif(not _autoload_installed(),
+                    reason="autoload .pth not in site-packages (editable install); "
+                           "`pip install .` installs it")
+@pytest.mark.parametrize("version", CURRENT)
+def test_autoload_route_with_plain_torchrun(tmp_path, version):
+    env = env_for(tmp_path, autoload=True, MEGATRON_STANDIN_VERSION=version)
+    run, save = run_version(tmp_path, version, HEADLINE, launcher=(), env=env)
+    run.check()
+    assert ranks_traced(save) == [0, 1] and step_ids(torch_traces(save)[0]) == [3, 4]
+
+
+@pytest.mark.parametrize("version", CURRENT)
+def test_mindspeed_feature_route(tmp_path, version):
     from harness.real_mindspeed import script_copy
 
     script = script_copy(str(tmp_path / "script"), str(ENTRY_SCRIPT),
                          ("import torch", "import mindspeed.megatron_adaptor  # noqa"))
-    env = env_for(tmp_path, pythonpath=(FAKES,), MEGATRON_STANDIN_VERSION="0.19.0",
+    env = env_for(tmp_path, pythonpath=(FAKES,), MEGATRON_STANDIN_VERSION=version,
                   FAKE_MINDSPEED_LOG=tmp_path / "mindspeed.jsonl")
-    run, save = run_version(tmp_path, "0.19.0", HEADLINE + ["--profile-level", "level1"],
+    run, save = run_version(tmp_path, version, HEADLINE + ["--profile-level", "level1"],
                             env=env, script=script)
     run.check()
     # MindSpeed's parser has Megatron's [] default: every rank, as Megatron's own would.
