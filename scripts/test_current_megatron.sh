@@ -15,16 +15,16 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+is_python312() {  # a pyenv shim may be on PATH without 3.12 selected: run it to know
+    [ -n "$1" ] && "$1" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' >/dev/null 2>&1
+}
+
 find_python312() {
-    if [ -n "${PYTHON312:-}" ]; then echo "$PYTHON312"; return; fi
-    if command -v python3.12 >/dev/null 2>&1; then command -v python3.12; return; fi
-    local root="${PYENV_ROOT:-$HOME/.pyenv}" found
-    found=$(ls -d "$root"/versions/3.12*/bin/python3.12 2>/dev/null | sort -V | tail -n 1 || true)
-    if [ -n "$found" ]; then echo "$found"; return; fi
-    if command -v pyenv >/dev/null 2>&1; then
-        found=$(ls -d "$(pyenv root)"/versions/3.12*/bin/python3.12 2>/dev/null | sort -V | tail -n 1 || true)
-        [ -n "$found" ] && { echo "$found"; return; }
-    fi
+    local candidate root="${PYENV_ROOT:-$HOME/.pyenv}"
+    for candidate in "${PYTHON312:-}" "$(command -v python3.12 2>/dev/null || true)" \
+            $(ls -d "$root"/versions/3.12*/bin/python3.12 2>/dev/null | sort -rV); do
+        if is_python312 "$candidate"; then echo "$candidate"; return; fi
+    done
     return 1
 }
 
