@@ -48,5 +48,6 @@ python -m pytest \
     tests/e2e/test_integration.py \
     tests/e2e/test_window_plans.py \
     tests/e2e/test_loop_signals.py \
-    -m "not current_megatron"
+    -m "not current_megatron" \
+    -k "not test_each_megatron_signature_is_hooked"  # 0.12-0.15 shapes: the 3.11 leg's job
 echo "== Python 3.12 leg done in $(( $(date +%s) - started )) s"
