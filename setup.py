@@ -86,6 +86,16 @@ setup(
             "flask-restful",
             "tqdm",
         ],
+        # The Python 3.12 leg (scripts/test_current_megatron.sh): today's megatron-core, which
+        # needs Python >= 3.12, and what its integration tests import.
+        "test-current": [
+            "pytest",
+            "hypothesis",
+            "megatron-core==0.19.2",
+            "flask",
+            "flask-restful",
+            "tqdm",
+        ],
     },
     entry_points={"console_scripts": ["mindspeed-prof = mindspeed_prof.cli:main"]},
 )

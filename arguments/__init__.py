@@ -2,12 +2,13 @@
 
 from .argv import explicit_knobs, profile_tokens_present, rank_tokens
 from .flags import add_profile_args, add_recorded_profile_flags, all_flags, host_defines
-from .resolve import config_from_args, parse_profile_flags
+from .resolve import config_and_notes, config_from_args, parse_profile_flags
 
 __all__ = [
     "add_profile_args",
     "add_recorded_profile_flags",
     "all_flags",
+    "config_and_notes",
     "config_from_args",
     "explicit_knobs",
     "host_defines",

@@ -14,16 +14,24 @@ from mindspeed_prof.errors import ConfigError
 
 from . import argv as argv_tools
 from .flags import add_profile_args
+from .host_defaults import rank_default
 from .messages import unrecognized
 from .yaml_file import CONFIG_ENV, env_config_path, env_values, load_yaml
 
 
 def config_from_args(args, argv=None, environ=None):
+    """One ProfilerConfig (see ``config_and_notes``)."""
+    return config_and_notes(args, argv, environ)[0]
+
+
+def config_and_notes(args, argv=None, environ=None):
     """One ProfilerConfig from a parsed namespace (Megatron's, MindSpeed's or a plain parser's).
 
     ``argv`` is the command line the namespace came from (default ``sys.argv[1:]``); it tells which
     flags were typed, and carries the raw ``--profile-ranks`` tokens when the host parsed them as
-    ints. Raises ConfigError naming the flag (or file key / variable) and the fix.
+    ints. Returns ``(config, notes)``: ``notes`` say which defaults of the host applied and why
+    (an untyped ``--profile-ranks``, see host_defaults). Raises ConfigError naming the flag (or
+    file key / variable) and the fix.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     environ = os.environ if environ is None else environ
@@ -42,11 +50,17 @@ def config_from_args(args, argv=None, environ=None):
         for key, value in layer.items():
             if key not in typed:
                 values[key], origin[key] = value, where
+    notes = []
     raw_ranks = argv_tools.rank_tokens(argv)
     if raw_ranks is not None:
         values["profile_ranks"] = raw_ranks
+    elif "profile_ranks" not in origin and "profile_ranks" in values:
+        # Not typed, not from the environment or YAML: the host parser's default, with the
+        # host's meaning (Megatron >= 0.17's [] is every rank, not an empty list typed).
+        values["profile_ranks"], note = rank_default(values["profile_ranks"])
+        notes.append(note)
     _one_window_rule(values, origin, typed, rank=getattr(args, "rank", 0) or 0)
-    return build_config(values, origin)
+    return build_config(values, origin), notes
 
 
 _START_END = ("profile_step_start", "profile_step_end")
@@ -109,11 +123,14 @@ class _Parser(argparse.ArgumentParser):
         raise ConfigError(message)
 
 
-def parse_profile_flags(argv, environ=None, implied_profile=False):
+def parse_profile_flags(argv, environ=None, implied_profile=False, host_rank_default=None,
+                        notes=None):
     """ProfilerConfig from a list of ``--profile*`` flags alone (show-config, adapt-script).
 
     Uses the same flag definitions as training. Unknown options are refused, with the closest
-    profile flag suggested for typos. Raises ConfigError; never exits.
+    profile flag suggested for typos. ``host_rank_default`` (a list) stands in for the host
+    parser's ``--profile-ranks`` default (host_defaults.megatron_default_for), and ``notes``
+    (a list) receives the sentences on defaults that applied. Raises ConfigError; never exits.
     """
     parser = add_profile_args(_Parser(prog="mindspeed-prof", add_help=False, allow_abbrev=False))
     args, unknown = parser.parse_known_args(list(argv))
@@ -122,4 +139,9 @@ def parse_profile_flags(argv, environ=None, implied_profile=False):
                                        "`mindspeed-prof show-config --help`"))
     if implied_profile:
         args.profile = True
-    return config_from_args(args, argv=list(argv), environ=environ)
+    if host_rank_default is not None:
+        args.profile_ranks = list(host_rank_default)
+    config, found = config_and_notes(args, argv=list(argv), environ=environ)
+    if notes is not None:
+        notes.extend(found)
+    return config

@@ -76,7 +76,8 @@ def _warn_if_not_connected():
         name in sys.modules for name in ("megatron.training", "megatron.core"))
     # A process dying of an exception before training says so itself (sys.last_value is set).
     crashed = getattr(sys, "last_value", None) is not None
-    if wanted and training and not crashed and not state.train_hooked and not state.usage_error:
+    said = state.usage_error or state.left_to_host is not None  # already explained at start-up
+    if wanted and training and not crashed and not state.train_hooked and not said:
         log.error("--profile was given, but no Megatron training loop ran under mindspeed_prof's "
                   "hooks, so nothing was profiled. The chain was not connected: run the script "
                   "with `python -m mindspeed_prof.launch` (or torchrun ... -m "

@@ -46,9 +46,26 @@ def _activities():
     activities = [torch.profiler.ProfilerActivity.CPU]
     # A CPU build of torch cannot trace CUDA even when a shim makes torch.cuda look available.
     gpu_build = torch.version.cuda is not None or getattr(torch.version, "hip", None) is not None
-    if gpu_build and torch.cuda.is_available() and torch.cuda.device_count() > 0:
+    if gpu_build and _driver_device_count() > 0:
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     return activities
+
+
+def _driver_device_count():
+    """The CUDA devices CUPTI can trace, as the driver counts them.
+
+    ``torch.cuda.is_available()`` / ``device_count()`` are Python functions that a CPU shim
+    rebinds to run CUDA-minded code without a GPU (Megatron's ``initialize_megatron`` insists
+    on CUDA); with a CUDA build of torch and no driver, CUDA activity then floods stderr with
+    kineto's "Failed to record CUDA event". The C binding asks the driver itself (honouring
+    CUDA_VISIBLE_DEVICES, as device_count does), so a real GPU host gets CUDA activity as before."""
+    count = getattr(torch._C, "_cuda_getDeviceCount", None)
+    if count is None:  # a build without the binding: the public answer
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    try:
+        return int(count())
+    except RuntimeError:  # no driver, or a broken one
+        return 0
 
 
 class TorchBackend(Backend):
