@@ -51,6 +51,7 @@ setup(
         "mindspeed_prof.integrations.verl",
         "mindspeed_prof.output",
         "mindspeed_prof.output.check",
+        "mindspeed_prof.output.job",
         "mindspeed_prof.output.read",
         "mindspeed_prof.output.render",
         "mindspeed_prof.output.summary",
@@ -74,12 +75,23 @@ setup(
         "plot": ["matplotlib"],
         "test": [
             "pytest",
+            "mypy",
             "hypothesis",
             "megatron-core==0.16.1",
             "msprof-analyze",
             "matplotlib",
             # Megatron's text-generation server (tests/harness/inference) and its engine's
             # progress bar; megatron-core imports them lazily, so it does not require them.
+            "flask",
+            "flask-restful",
+            "tqdm",
+        ],
+        # The Python 3.12 leg (scripts/test_current_megatron.sh): today's megatron-core, which
+        # needs Python >= 3.12, and what its integration tests import.
+        "test-current": [
+            "pytest",
+            "hypothesis",
+            "megatron-core==0.19.2",
             "flask",
             "flask-restful",
             "tqdm",

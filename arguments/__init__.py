@@ -2,8 +2,8 @@
 
 from .argv import explicit_knobs, profile_tokens_present, rank_tokens
 from .flags import add_profile_args, add_recorded_profile_flags, all_flags, host_defines
-from .resolve import (WINDOW_KNOBS, Resolved, config_from_args, parse_profile_flags,
-                      resolve_args, resolve_profile_flags)
+from .resolve import (WINDOW_KNOBS, Resolved, config_and_notes, config_from_args,
+                      parse_profile_flags, resolve_args, resolve_profile_flags)
 
 __all__ = [
     "WINDOW_KNOBS",
@@ -11,6 +11,7 @@ __all__ = [
     "add_profile_args",
     "add_recorded_profile_flags",
     "all_flags",
+    "config_and_notes",
     "config_from_args",
     "explicit_knobs",
     "host_defines",

@@ -8,14 +8,15 @@ defined the flag.
 import argparse
 import os
 import sys
-from dataclasses import dataclass
-from typing import FrozenSet
+from dataclasses import dataclass, field
+from typing import FrozenSet, List
 
 from mindspeed_prof.config import KNOBS, ProfilerConfig, flag_name
 from mindspeed_prof.errors import ConfigError
 
 from . import argv as argv_tools
 from .flags import add_profile_args
+from .host_defaults import rank_default
 from .messages import unrecognized
 from .yaml_file import CONFIG_ENV, env_config_path, env_values, load_yaml
 
@@ -29,10 +30,12 @@ WINDOW_KNOBS = frozenset({"profile_step_start", "profile_step_end", "profile_ste
 
 @dataclass(frozen=True)
 class Resolved:
-    """The config, and the knobs whose value someone gave (not the parser's default)."""
+    """The config, the knobs whose value someone gave (not the parser's default), and the
+    sentences on the host's defaults that applied (``config_and_notes``)."""
 
     config: ProfilerConfig
     given: FrozenSet[str]
+    notes: List[str] = field(default_factory=list)
 
     @property
     def window_given(self) -> bool:
@@ -40,17 +43,25 @@ class Resolved:
 
 
 def config_from_args(args, argv=None, environ=None):
+    """One ProfilerConfig (see ``config_and_notes``)."""
+    return resolve_args(args, argv, environ).config
+
+
+def config_and_notes(args, argv=None, environ=None):
     """One ProfilerConfig from a parsed namespace (Megatron's, MindSpeed's or a plain parser's).
 
     ``argv`` is the command line the namespace came from (default ``sys.argv[1:]``); it tells which
     flags were typed, and carries the raw ``--profile-ranks`` tokens when the host parsed them as
-    ints. Raises ConfigError naming the flag (or file key / variable) and the fix.
+    ints. Returns ``(config, notes)``: ``notes`` say which defaults of the host applied and why
+    (an untyped ``--profile-ranks``, see host_defaults). Raises ConfigError naming the flag (or
+    file key / variable) and the fix.
     """
-    return resolve_args(args, argv, environ).config
+    resolved = resolve_args(args, argv, environ)
+    return resolved.config, resolved.notes
 
 
 def resolve_args(args, argv=None, environ=None):
-    """``config_from_args``, and which knobs were given (``Resolved``)."""
+    """``config_and_notes``, and which knobs were given (``Resolved``)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     environ = os.environ if environ is None else environ
     typed = argv_tools.explicit_knobs(argv)
@@ -68,11 +79,17 @@ def resolve_args(args, argv=None, environ=None):
         for key, value in layer.items():
             if key not in typed:
                 values[key], origin[key] = value, where
+    notes = []
     raw_ranks = argv_tools.rank_tokens(argv)
     if raw_ranks is not None:
         values["profile_ranks"] = raw_ranks
+    elif "profile_ranks" not in origin and "profile_ranks" in values:
+        # Not typed, not from the environment or YAML: the host parser's default, with the
+        # host's meaning (Megatron >= 0.17's [] is every rank, not an empty list typed).
+        values["profile_ranks"], note = rank_default(values["profile_ranks"])
+        notes.append(note)
     _one_window_rule(values, origin, typed, rank=getattr(args, "rank", 0) or 0)
-    return Resolved(build_config(values, origin), frozenset(typed | set(origin)))
+    return Resolved(build_config(values, origin), frozenset(typed | set(origin)), notes)
 
 
 _START_END = ("profile_step_start", "profile_step_end")
@@ -135,16 +152,23 @@ class _Parser(argparse.ArgumentParser):
         raise ConfigError(message)
 
 
-def parse_profile_flags(argv, environ=None, implied_profile=False):
+def parse_profile_flags(argv, environ=None, implied_profile=False, host_rank_default=None,
+                        notes=None):
     """ProfilerConfig from a list of ``--profile*`` flags alone (show-config, adapt-script).
 
     Uses the same flag definitions as training. Unknown options are refused, with the closest
-    profile flag suggested for typos. Raises ConfigError; never exits.
+    profile flag suggested for typos. ``host_rank_default`` (a list) stands in for the host
+    parser's ``--profile-ranks`` default (host_defaults.megatron_default_for), and ``notes``
+    (a list) receives the sentences on defaults that applied. Raises ConfigError; never exits.
     """
-    return resolve_profile_flags(argv, environ, implied_profile).config
+    resolved = resolve_profile_flags(argv, environ, implied_profile, host_rank_default)
+    if notes is not None:
+        notes.extend(resolved.notes)
+    return resolved.config
 
 
-def resolve_profile_flags(argv, environ=None, implied_profile=False, others_allowed=False):
+def resolve_profile_flags(argv, environ=None, implied_profile=False, host_rank_default=None,
+                          others_allowed=False):
     """``parse_profile_flags``, and which knobs were given (``Resolved``). ``others_allowed``:
     ``argv`` is a whole program's command line (a plain megatron-core script, which Megatron's
     parser never sees): its own options are left to it, only ours are read."""
@@ -155,4 +179,6 @@ def resolve_profile_flags(argv, environ=None, implied_profile=False, others_allo
                                        "`mindspeed-prof show-config --help`"))
     if implied_profile:
         args.profile = True
+    if host_rank_default is not None:
+        args.profile_ranks = list(host_rank_default)
     return resolve_args(args, argv=list(argv), environ=environ)

@@ -18,7 +18,9 @@ ENV_PREFIX = "MINDSPEED_PROF_"
 # The environment form of --profile-config: a file to read, not a value (see env_config_path).
 CONFIG_ENV = "MINDSPEED_PROF_CONFIG"
 # Variables of ours that are switches of the tool, not config knobs.
-_ENV_NOT_KNOBS = {"MINDSPEED_PROF_AUTOLOAD", "MINDSPEED_PROF_DEBUG", CONFIG_ENV}
+_ENV_NOT_KNOBS = {"MINDSPEED_PROF_AUTOLOAD", "MINDSPEED_PROF_DEBUG", CONFIG_ENV,
+                  # the readers' (check/summary): output/cache.py, output/parallel.py
+                  "MINDSPEED_PROF_CACHE", "MINDSPEED_PROF_OUTPUT_WORKERS"}
 
 
 def check_values(values, where):

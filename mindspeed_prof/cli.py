@@ -13,7 +13,7 @@ import sys
 from .errors import ConfigError
 from .version import __version__
 
-COMMANDS = ("show-config", "adapt-script", "check", "summary", "analyse", "trigger")
+COMMANDS = ("show-config", "adapt-script", "check", "summary", "merge", "analyse", "trigger")
 
 
 def _module(command):

@@ -51,7 +51,7 @@ class WindowRecorder(RecorderShutdown, OnDemandWindows):
                  parallel: Optional[dict] = None, unit: Unit = ITERATION,
                  role: Optional[str] = None, session_per_unit: bool = False,
                  save_path: Optional[str] = None, own_folders: bool = False,
-                 on_final_manifest: Optional[Callable[[Manifest], None]] = None):
+                 on_final_manifest: Optional[Callable[[Manifest], None]] = None) -> None:
         """``layout_of`` maps global rank -> {tp, pp, dp, cp, ep, node} (for rank selectors);
         ``parallel`` is the job's parallel sizes, written as torch_npu ``distributed_args``;
         ``session_per_unit`` records every unit of a window as its own session and folder

@@ -6,12 +6,15 @@ ProfilerConfig to the core's role driver (``drivers/roles.py``). Never call it i
 that computes nothing: a profiler belongs to the process that computes.
 """
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from .drivers.roles import RLStepDriver
 
+if TYPE_CHECKING:
+    from .arguments.roles import ConfigSource
 
-def role_profiler(role: str, config=None, *, rank: Optional[int] = None,
+
+def role_profiler(role: str, config: "ConfigSource" = None, *, rank: Optional[int] = None,
                   world_size: Optional[int] = None, total_steps: Optional[int] = None
                   ) -> RLStepDriver:
     """The profiler of ``role`` in this process.

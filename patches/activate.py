@@ -94,8 +94,9 @@ def _warn_if_not_connected():
     # A multiprocessing child (the dynamic server's coordinator, spawned, re-imports the script)
     # computes nothing: it was never meant to be profiled.
     helper = multiprocessing.parent_process() is not None
+    said = state.usage_error or state.left_to_host is not None  # already explained at start-up
     if wanted and training and not crashed and not helper and not state.train_hooked \
-            and not state.usage_error:
+            and not said:
         log.error("--profile was given, but no Megatron training loop ran under mindspeed_prof's "
                   "hooks, so nothing was profiled. The chain was not connected: run the script "
                   "with `python -m mindspeed_prof.launch` (or torchrun ... -m "

@@ -3,7 +3,9 @@
 ``parse_args`` is wrapped to chain the caller's ``extra_args_provider`` (Megatron 0.12-0.16 all
 call ``parser = extra_args_provider(parser)`` before parsing) with ``add_profile_args``.
 ``validate_args`` is wrapped to build the ProfilerConfig once Megatron has filled in its derived
-values, and to switch the host's own profiling off: with ``args.profile = False`` Megatron's
+values (an untyped ``--profile-ranks`` keeps the host's default and meaning, see
+arguments/host_defaults.py; Megatron's profiler options, see megatron_host_profiling.py), and to
+switch the host's own profiling off: with ``args.profile = False`` Megatron's
 nsys / ``--use-pytorch-profiler`` branches, MindSpeed's profile feature and MindSpeed-LLM's loop
 profiler never start, so one profiler runs per process.
 """
@@ -11,11 +13,13 @@ profiler never start, so one profiler runs per process.
 import functools
 import sys
 
+from mindspeed_prof import log
 from mindspeed_prof.arguments import add_profile_args, resolve_args
 from mindspeed_prof.arguments.argv import ints_only_ranks_argv, rank_tokens
 from mindspeed_prof.arguments.messages import with_fix
 from mindspeed_prof.errors import ConfigError
 from mindspeed_prof.startup import preflight
+from mindspeed_prof.patches import megatron_host_profiling as host_profiling
 from mindspeed_prof.patches import sigterm
 from mindspeed_prof.patches.state import state, usage_exit
 from mindspeed_prof.ranks import parse_rank_tokens
@@ -109,26 +113,38 @@ def take_ownership(args):
     from mindspeed_prof.patches.megatron_loop import hook_training_loop
     from mindspeed_prof.patches.profile_routes import hook_profile_routes
 
-    if state.config is not None:
-        return state.config  # already owned (MindSpeed's feature hook and ours both call this)
+    if state.config is not None or state.left_to_host:
+        return state.config  # already decided (MindSpeed's feature hook and ours both call this)
     rank = getattr(args, "rank", 0) or 0
+    if (getattr(args, "profile", False) and not getattr(args, "use_pytorch_profiler", False)
+            and host_profiling.under_nsys()):
+        # The user runs Megatron under `nsys profile --capture-range=cudaProfilerApi`: the
+        # capture they asked for is Megatron's own; taking --profile over would silently
+        # replace it with a torch trace.
+        state.left_to_host = "nsys"
+        if rank == 0:
+            log.warning(host_profiling.nsys_message(args), rank=rank)
+        return None
     try:
         resolved = resolve_args(args, argv=state.argv if state.argv is not None else sys.argv[1:])
+        config, notes = resolved.config, list(resolved.notes)
+        if config.profile:
+            config, taken = host_profiling.take_over_options(args, config)
+            notes += taken
     except ConfigError as exc:
         usage_exit(str(exc), rank=rank, show=rank == 0)
-    config = state.config = resolved.config
-    state.window_given = resolved.window_given
+    state.config, state.window_given = config, resolved.window_given
     if not config.profile:
         return config
     if getattr(args, "use_pytorch_profiler", False):
-        usage_exit("--use-pytorch-profiler starts Megatron's own torch.profiler, which cannot run "
-                   "beside mindspeed_prof's (torch fails with 'Profiler is already enabled on this "
-                   "thread'); drop --use-pytorch-profiler: mindspeed_prof writes the trace.",
-                   rank=rank, show=rank == 0)
+        usage_exit(host_profiling.use_pytorch_profiler_message(), rank=rank, show=rank == 0)
     try:
         preflight(config, rank=rank, world_size=int(getattr(args, "world_size", 1) or 1))
     except ConfigError as exc:
         usage_exit(str(exc), rank=rank)
+    if rank == 0:
+        for note in notes:  # which host defaults applied, and why (before the plan line)
+            log.info(note, rank=rank)
     # The one documented write to args: the host's own profilers see profiling as off.
     args.profile = False
     hook_training_loop()

@@ -30,6 +30,7 @@ class _State:
         self.finished_manager = None  # the last train()'s driver: its export may still run
         self.train_hooked = False  # a patched train() ran: the chain is connected
         self.usage_error = False   # we stopped the job on bad flags (already said so)
+        self.left_to_host = None   # "nsys": the host's own profiler runs this process (said so)
 
 
 state = _State()

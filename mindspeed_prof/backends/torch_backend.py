@@ -46,20 +46,25 @@ def _activities():
     activities = [torch.profiler.ProfilerActivity.CPU]
     # A CPU build of torch cannot trace CUDA even when a shim makes torch.cuda look available.
     gpu_build = torch.version.cuda is not None or getattr(torch.version, "hip", None) is not None
-    if gpu_build and torch.cuda.is_available() and torch.cuda.device_count() > 0 \
-            and _driver_devices() > 0:
+    if gpu_build and _driver_device_count() > 0:
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     return activities
 
 
-def _driver_devices():
-    """The devices the CUDA driver reports, asked below torch.cuda's Python functions: a GPU
-    build on a machine without a driver, whose torch.cuda a CPU stand-in made look available,
-    would otherwise have kineto record a failing CUDA event around every operator."""
+def _driver_device_count():
+    """The CUDA devices CUPTI can trace, as the driver counts them.
+
+    ``torch.cuda.is_available()`` / ``device_count()`` are Python functions that a CPU shim
+    rebinds to run CUDA-minded code without a GPU (Megatron's ``initialize_megatron`` insists
+    on CUDA); with a CUDA build of torch and no driver, CUDA activity then floods stderr with
+    kineto's "Failed to record CUDA event". The C binding asks the driver itself (honouring
+    CUDA_VISIBLE_DEVICES, as device_count does), so a real GPU host gets CUDA activity as before."""
     count = getattr(torch._C, "_cuda_getDeviceCount", None)
+    if count is None:  # a build without the binding: the public answer
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
     try:
-        return int(count()) if count is not None else 1
-    except Exception:  # noqa: BLE001 - no driver at all
+        return int(count())
+    except RuntimeError:  # no driver, or a broken one
         return 0
 
 

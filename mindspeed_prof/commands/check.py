@@ -1,7 +1,10 @@
-"""``mindspeed-prof check DIR [--ranks R...] [--json]``: is every rank's profile usable?
+"""``mindspeed-prof check DIR [--ranks R...] [--json] [--node I/N|auto --report FILE]``: is every
+rank's profile usable?
 
 Exit 0 only when every expected rank is valid, 1 when any is not (or nothing was found),
-2 on a usage error. A broken file is a verdict, never a traceback.
+2 on a usage error. A broken file is a verdict, never a traceback. With ``--node``, only this
+node's share of the ranks is checked; ``--report`` writes it, with its summary numbers, for
+``mindspeed-prof merge``.
 """
 
 from mindspeed_prof import ranks
@@ -19,6 +22,19 @@ def add_arguments(parser):
                         help="Ranks that must be there (0 2 5, 0-7); default: those the "
                              "manifests expect, plus every rank found.")
     parser.add_argument("--json", action="store_true", help="Machine-readable output.")
+    parser.add_argument("--node", metavar="I/N", default=None,
+                        help="Check only node I's share of N (0-based; the ranks split into N "
+                             "contiguous runs, as launchers number them): one task per node "
+                             "checks the job in the time one node takes. 'auto': I and N from "
+                             "srun (SLURM_PROCID/SLURM_NTASKS) or torchrun (RANK/WORLD_SIZE).")
+    parser.add_argument("--report", metavar="FILE", default=None,
+                        help="Also write this node's verdicts and summary numbers as a "
+                             "mergeable JSON report ('{node}' in FILE: the node's index); "
+                             "`mindspeed-prof merge FILE...` gives the job's verdict and "
+                             "summary.")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="Read every file again, ignoring what an earlier check/summary of "
+                             "the same unchanged files remembered (MINDSPEED_PROF_CACHE).")
 
 
 def expected_ranks(tokens):
@@ -36,11 +52,22 @@ def expected_ranks(tokens):
 
 
 def run(args):
+    if args.no_cache:
+        from mindspeed_prof.output import cache
+        cache.disable()
     from mindspeed_prof.output.check.directory import check_directory
     from mindspeed_prof.output.render.check import check_json, check_table
     from mindspeed_prof.output.read.roles import role_roots
 
+    from mindspeed_prof.output.job.share import parse_share
+
+    share = parse_share(args.node)
     roots = role_roots(args.directory)
+    if roots and (share is not None or args.report):
+        raise ConfigError(f"--node/--report: {args.directory} holds RL role output, which "
+                          f"node reports do not cover yet; check it on one machine.")
+    if share is not None or args.report:
+        return _node(args, share)
     if roots:  # RL output: a verdict per (role, rank)
         from mindspeed_prof.output.render import roles as render_roles
         from mindspeed_prof.output.check.roles import check_roles
@@ -51,4 +78,17 @@ def run(args):
         return result.exit_code
     report = check_directory(args.directory, expected_ranks(args.ranks))
     print(check_json(report) if args.json else check_table(report))
+    return report.exit_code
+
+
+def _node(args, share):
+    from mindspeed_prof.output.job.node_report import node_report, write_report
+    from mindspeed_prof.output.render.check import check_json, check_table
+
+    report, _, data = node_report(args.directory, share, expected_ranks(args.ranks))
+    print(check_json(report) if args.json else check_table(report))
+    if args.report:
+        written = write_report(data, args.report)
+        if not args.json:
+            print(f"node report written to {written}")
     return report.exit_code

@@ -11,6 +11,7 @@ import os
 
 from mindspeed_prof import backends, ranks
 from mindspeed_prof.arguments import add_recorded_profile_flags, resolve_profile_flags
+from mindspeed_prof.arguments.host_defaults import megatron_default_for
 from mindspeed_prof.backends import describe
 from mindspeed_prof.errors import BackendUnavailable, ConfigError
 from mindspeed_prof.plan import make_plan
@@ -41,6 +42,10 @@ def add_arguments(parser):
                              "MindSpeed-LLM's inference.py; numbered from 1 per process) or "
                              "engine steps (megatron-core's DynamicInferenceEngine and its "
                              "servers; numbered as the engine's step log numbers them).")
+    parser.add_argument("--megatron-version", default=None, metavar="X.Y",
+                        help="Megatron-LM release whose --profile-ranks default an untyped "
+                             "--profile-ranks takes ([0] = rank 0 up to 0.16, [] = every rank "
+                             "from 0.17); default: the installed megatron-core's, if any.")
     parser.add_argument("--json", action="store_true", help="Machine-readable output.")
     add_recorded_profile_flags(parser, description="as on the training command line; "
                                                    "--profile is implied")
@@ -59,8 +64,13 @@ def resolve(args):
     if serving and args.first_iteration != 1:
         raise ConfigError(f"--first-iteration does not apply with --unit {args.unit}: every "
                           f"process numbers its {unit.plural} from 1; drop it.")
-    resolved = resolve_profile_flags(args.profile_argv or [], implied_profile=True)
-    config = resolved.config
+    host_version, version_from = _megatron_version(args.megatron_version)
+    resolved = resolve_profile_flags(args.profile_argv or [], implied_profile=True,
+                                     host_rank_default=megatron_default_for(host_version))
+    config, default_notes = resolved.config, list(resolved.notes)
+    if default_notes and host_version:
+        default_notes = [f"{note} (Megatron-LM {host_version}, {version_from})"
+                         for note in default_notes]
     plan, selection_note = _plan(config, unit, args.world_size)
     # The same checks, in the same order and words, as the training start-up (recorder.arm).
     plan = plan.with_windows(first=args.first_iteration, last=args.train_iters,
@@ -88,12 +98,12 @@ def resolve(args):
     worker = plan.worker_name(session) if plan.session_per_unit else None
     call, call_notes = (describe.npu_call if backend == "npu" else describe.torch_call)(
         config, session, folder, plan.rank, worker)
-    notes = notes_first + (_request_notes() + notices_http.request_notes(config)
-                           if unit is REQUEST
-                           else notices_http.engine_notes(config) if unit is ENGINE_STEP
-                           else _plan_notes(config, plan.windows, args.first_iteration))
+    notes = notes_first + default_notes + (
+        _request_notes() + notices_http.request_notes(config) if unit is REQUEST
+        else notices_http.engine_notes(config) if unit is ENGINE_STEP
+        else _plan_notes(config, plan.windows, args.first_iteration))
     if waits_for_http:
-        notes.insert(0, notices_http.waiting_note(unit))
+        notes.insert(len(notes_first), notices_http.waiting_note(unit))
     notes += list(config.warnings()) + call_notes
     ignored = backends.ignored_flags(backend, config)
     if ignored:
@@ -145,6 +155,21 @@ def _plan(config, unit, world_size):
                          session_per_unit=per_unit, own_folders=own)
         return dataclasses.replace(plan, config=config), str(exc)
     return dataclasses.replace(plan, rank=plan.selected_ranks[0]), None
+
+
+def _megatron_version(given):
+    """The Megatron-LM release to emulate, and where it came from: --megatron-version, else the
+    installed megatron-core's metadata (read without importing Megatron), else none."""
+    if given:
+        if megatron_default_for(given) is None:
+            raise ConfigError(f"--megatron-version {given!r} is not a release number; give one "
+                              f"such as 0.16.1 or 0.19.0.")
+        return given, "from --megatron-version"
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+        return version("megatron-core"), "the installed megatron-core"
+    except (ImportError, PackageNotFoundError, ValueError):
+        return None, None
 
 
 def _window(schedule, unit=ITERATION):

@@ -21,12 +21,18 @@ def add_arguments(parser):
     form.add_argument("--json", action="store_true", help="Machine-readable JSON.")
     form.add_argument("--csv", action="store_true",
                       help="Long-format CSV: section,rank,step,name,type,metric,value.")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="Read every file again, ignoring what an earlier check/summary of "
+                             "the same unchanged files remembered (MINDSPEED_PROF_CACHE).")
     parser.add_argument("--plot", metavar="FILE.png", default=None,
                         help="Also draw a per-rank stacked bar chart of the step breakdown "
                              "(needs matplotlib).")
 
 
 def run(args):
+    if args.no_cache:
+        from mindspeed_prof.output import cache
+        cache.disable()
     from mindspeed_prof.output.render import summary as render_summary
     from mindspeed_prof.output.read.roles import role_roots
     from mindspeed_prof.output.summary.directory import summarize_directory

@@ -48,7 +48,7 @@ class RLStepDriver:
 
     def __init__(self, role: str, config: ProfilerConfig, *, rank: Optional[int] = None,
                  world_size: Optional[int] = None, local_rank: Optional[int] = None,
-                 total_steps: Optional[int] = None):
+                 total_steps: Optional[int] = None) -> None:
         env_rank, env_world, env_local = rank_from_env()
         self.role = role
         self.config = config

@@ -5,6 +5,7 @@ Every training here is a torchrun subprocess (one Megatron per process); the mod
 are shared by the tests that only read them.
 """
 
+import gzip
 import json
 import pathlib
 import subprocess
@@ -21,8 +22,13 @@ from harness.fixtures import run_launch_script  # noqa: E402,F401  (a fixture)
 
 pytestmark = pytest.mark.e2e
 
-VERSIONS = ("0.12.3", "0.13.1", "0.14.0", "0.15.3", "0.16.1")
-OLDER_VERSIONS = VERSIONS[:-1]
+from harness.launch import standin_default_version  # noqa: E402
+
+VERSIONS = ("0.12.3", "0.13.1", "0.14.0", "0.15.3", "0.16.1", "0.17.1", "0.18.2", "0.19.0")
+# The version a run emulates when none is asked for: the newest not newer than the installed
+# megatron-core (0.16.1 on the Python 3.11 leg, 0.19.0 on the 3.12 leg with core 0.19.2).
+DEFAULT_VERSION = standin_default_version()
+OTHER_VERSIONS = tuple(v for v in VERSIONS if v != DEFAULT_VERSION)
 
 S6 = "forward_step_func, data_iterator, model, optimizer, opt_param_scheduler, config"
 T10 = (
@@ -45,8 +51,23 @@ SIGNATURES = {
         "train": f"({T10}, inference_model=None)",
     },
 }
-for _version in VERSIONS[1:]:
+for _version in VERSIONS[1:5]:  # 0.13.1-0.16.1
     SIGNATURES[_version]["pretrain"] = f"({P10}, store=None, inprocess_call_wrapper=None)"
+SIGNATURES["0.17.1"] = dict(SIGNATURES["0.16.1"])
+P18 = ("process_non_loss_data_func=None, get_embedding_ranks=None, "
+       "get_position_embedding_ranks=None, non_loss_data_func=None, store=None, "
+       "inprocess_call_wrapper=None")
+SIGNATURES["0.18.2"] = dict(SIGNATURES["0.16.1"], pretrain=(
+    f"(cfg_container, train_valid_test_dataset_provider, model_provider, model_type, "
+    f"forward_step_func, {P18})"))
+SIGNATURES["0.19.0"] = {
+    "train_step": f"({S6}, forward_backward_func, iteration=None, pg_collection=None, "
+                  f"p2p_communicator=None)",
+    "train": f"({T10}, inference_model=None, p2p_communicator=None, pg_collection=None)",
+    "pretrain": (f"(cfg_container, train_valid_test_dataset_provider, model_type, "
+                 f"forward_step_func, model_provider=None, {P18}, p2p_communicator=None, "
+                 f"pg_collection=None, skip_model_parallel_init=False)"),
+}
 
 
 def _train(tmp_path, args=(), nproc=2, **env_overrides):
@@ -84,7 +105,7 @@ def introspection(tmp_path_factory):
 def test_two_rank_data_parallel_run_reports_losses_for_iterations_one_to_six(dp_run):
     for rank in (0, 1):
         report = dp_run.report(rank)
-        assert (report["world_size"], report["dp"], report["version"]) == (2, 2, "0.16.1")
+        assert (report["world_size"], report["dp"], report["version"]) == (2, 2, DEFAULT_VERSION)
         assert sorted(dp_run.losses(rank)) == [1, 2, 3, 4, 5, 6]
         assert report["train_step_iterations"] == [1, 2, 3, 4, 5, 6]
         assert report["end"] == {"how": "returned"}
@@ -113,8 +134,8 @@ def test_pipeline_parallel_run_reports_losses_only_on_the_last_stage(tmp_path):
     assert run.report(0)["train_step_iterations"] == [1, 2, 3]
 
 
-@pytest.mark.parametrize("version", OLDER_VERSIONS)
-def test_older_megatron_versions_train_through_their_own_train_step(version, tmp_path):
+@pytest.mark.parametrize("version", OTHER_VERSIONS)
+def test_other_megatron_versions_train_through_their_own_train_step(version, tmp_path):
     run = _train(tmp_path, ["--train-iters", "2"], nproc=1,
                  MEGATRON_STANDIN_VERSION=version).check()
     assert run.report(0)["version"] == version
@@ -137,20 +158,31 @@ def test_stand_in_keeps_megatrons_module_lookups(introspection):
     assert facts["package_reexports_pretrain"]
 
 
-def test_profile_flags_have_megatrons_names_and_defaults_and_cannot_be_re_added(introspection):
-    flags = introspection["profile_flags"]
+MEGATRON_PROFILE_FLAGS = {
+    "profile": False,
+    "profile_step_start": 10,
+    "profile_step_end": 12,
+    "profile_ranks": [0],
+    "use_pytorch_profiler": False,
+    "record_memory_history": False,
+    "memory_snapshot_path": "snapshot.pickle",
+    "iterations_to_skip": [],
+}
+# 0.17+ build them from ProfilingConfig: [] (every rank) and the torch profiler's options.
+MEGATRON_0_17_PROFILE_FLAGS = dict(
+    MEGATRON_PROFILE_FLAGS, profile_ranks=[], pytorch_profiler_collect_shapes=False,
+    pytorch_profiler_collect_callstack=False, pytorch_profiler_collect_chakra=False,
+    record_shapes=False, nvtx_ranges=False)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_profile_flags_have_megatrons_names_and_defaults_and_cannot_be_re_added(
+        version, introspection):
+    flags = dict(introspection["profile_flags"][version])
     conflict = "argument --profile: conflicting option string: --profile"
     assert flags.pop("re_adding_profile") == conflict
-    assert flags == {
-        "profile": False,
-        "profile_step_start": 10,
-        "profile_step_end": 12,
-        "profile_ranks": [0],
-        "use_pytorch_profiler": False,
-        "record_memory_history": False,
-        "memory_snapshot_path": "snapshot.pickle",
-        "iterations_to_skip": [],
-    }
+    current = tuple(int(p) for p in version.split(".")[:2]) >= (0, 17)
+    assert flags == (MEGATRON_0_17_PROFILE_FLAGS if current else MEGATRON_PROFILE_FLAGS)
 
 
 def test_cpu_shim_maps_accelerator_devices_to_cpu_without_faking_cuda(introspection):
@@ -165,6 +197,10 @@ def test_cpu_shim_maps_accelerator_devices_to_cpu_without_faking_cuda(introspect
         "is_available": False,
         "event_elapsed_ms_non_negative": True,
         "reinstall_adds_no_mode": True,
+        "accelerator_device_index": 0,
+        "accelerator_stream_capturing": False,
+        "cuda_stream_capturing": False,
+        "pin_memory_stays_on_cpu": "cpu",
     }
 
 
@@ -200,14 +236,32 @@ def test_megatron_pytorch_profiler_writes_its_trace_to_tensorboard_dir(tmp_path)
     tensorboard_dir = tmp_path / "tb"
     profile = ["--profile", "--use-pytorch-profiler", "--profile-step-start", "2",
                "--profile-step-end", "3", "--tensorboard-dir", tensorboard_dir]
-    run = _train(tmp_path, ["--train-iters", "3", *profile], nproc=1).check()
+    run = _train(tmp_path, ["--train-iters", "3", *profile], nproc=1,
+                 MEGATRON_STANDIN_VERSION="0.16.1").check()
     assert run.report(0)["megatron_torch_profiler"] is True
     traces = list(tensorboard_dir.glob("*.pt.trace.json"))
     assert len(traces) == 1, run.describe()
-    names = {event.get("name") for event in json.loads(traces[0].read_text())["traceEvents"]}
     # Megatron's schedule records [start, end): logged iteration 2 only.
-    steps = {name for name in names if name and name.startswith("ProfilerStep#")}
-    assert steps == {"ProfilerStep#2"}
+    assert _profiler_steps(traces[0].read_text()) == {"ProfilerStep#2"}
+
+
+def test_megatron_0_19_pytorch_profiler_writes_rank_traces_beside_tensorboard_dir(tmp_path):
+    # 0.17+: {tensorboard_dir}/../torch_profile/rank-R.json.gz, on every rank (default []).
+    profile = ["--profile", "--use-pytorch-profiler", "--profile-step-start", "2",
+               "--profile-step-end", "3", "--tensorboard-dir", tmp_path / "tb",
+               "--pytorch-profiler-collect-shapes"]
+    run = _train(tmp_path, ["--train-iters", "3", *profile],
+                 MEGATRON_STANDIN_VERSION="0.19.0").check()
+    for rank in (0, 1):
+        assert run.report(rank)["megatron_torch_profiler"] is True
+        text = gzip.decompress((tmp_path / "torch_profile" / f"rank-{rank}.json.gz").read_bytes())
+        assert _profiler_steps(text.decode()) == {"ProfilerStep#2"}
+        assert '"Input Dims"' in text.decode()
+
+
+def _profiler_steps(text):
+    names = {event.get("name") for event in json.loads(text)["traceEvents"]}
+    return {name for name in names if name and name.startswith("ProfilerStep#")}
 
 
 def test_megatron_nsys_profile_path_fails_without_a_gpu_as_upstream_does(tmp_path):
@@ -216,7 +270,13 @@ def test_megatron_nsys_profile_path_fails_without_a_gpu_as_upstream_does(tmp_pat
     assert run.returncode != 0
     end = run.report(0)["end"]
     assert end["how"] == "exception"
-    assert end["repr"] == "AssertionError('Torch not compiled with CUDA enabled')"
+    import torch
+
+    # A CPU build of torch (the 3.11 leg) has no CUDA at all; a CUDA build (3.12: only that one
+    # installs) finds no driver.
+    expected = ("AssertionError('Torch not compiled with CUDA enabled')"
+                if torch.version.cuda is None else "RuntimeError('Found no NVIDIA driver")
+    assert end["repr"].startswith(expected)
     assert run.report(0)["train_step_iterations"] == [1]
 
 

@@ -87,6 +87,10 @@ class _Stream:
     def query(self):
         return True
 
+    def is_capturing(self):
+        # Asked by torch.optim's Adam step (graph-capture checks): never on the CPU.
+        return False
+
 
 class _Event:
     """A CUDA event that remembers the wall clock, so timers report real elapsed time."""
@@ -171,12 +175,31 @@ def _stub_nvtx():
     torch.cuda.nvtx.range = lambda *a, **k: contextlib.nullcontext()
 
 
+def _stub_accelerator():
+    # torch >= 2.6's device-generic API, asked by megatron-core 0.19 and torch.optim.
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is None:
+        return
+    accelerator.current_device_index = _returns(0)
+    accelerator.set_device_index = _returns(None)  # the DataLoader's pin thread sets it
+    accelerator.current_stream = lambda *a, **k: _DEFAULT_STREAM
+    accelerator.synchronize = _returns(None)
+
+
+def _stub_pin_memory():
+    # The DataLoader's pin-memory thread runs outside the (thread-local) device mode, so the
+    # method itself must not ask for a driver: pinning is a no-op for CPU-only tensors.
+    torch.Tensor.pin_memory = lambda self, *a, **k: self
+
+
 def install():
     """Install the device mode and the ``torch.cuda`` stand-ins once per process."""
     if getattr(torch, _INSTALLED_FLAG, False):
         return
     for name, value in _torch_cuda_stand_ins().items():
         setattr(torch.cuda, name, value)
+    _stub_accelerator()
+    _stub_pin_memory()
     _stub_rng_module()
     _stub_nvtx()
     # Stays entered for the life of the process: the harness runs one training per process.

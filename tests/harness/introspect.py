@@ -52,8 +52,10 @@ def profile_flags():
     args = arguments.parse_args()
     names = ("profile", "profile_step_start", "profile_step_end", "profile_ranks",
              "use_pytorch_profiler", "record_memory_history", "memory_snapshot_path",
-             "iterations_to_skip")
-    flags = {name: getattr(args, name) for name in names}
+             "iterations_to_skip", "pytorch_profiler_collect_shapes",
+             "pytorch_profiler_collect_callstack", "pytorch_profiler_collect_chakra",
+             "record_shapes", "nvtx_ranges")
+    flags = {name: getattr(args, name) for name in names if hasattr(args, name)}
 
     def re_add_profile(parser):
         parser.add_argument("--profile", action="store_true")
@@ -88,12 +90,19 @@ def shim():
         "is_available": torch.cuda.is_available(),
         "event_elapsed_ms_non_negative": start.elapsed_time(end) >= 0,
         "reinstall_adds_no_mode": torch._C._len_torch_function_stack() == modes_before,
+        "accelerator_device_index": torch.accelerator.current_device_index(),
+        "accelerator_stream_capturing": torch.accelerator.current_stream().is_capturing(),
+        "cuda_stream_capturing": torch.cuda.is_current_stream_capturing(),
+        "pin_memory_stays_on_cpu": str(torch.ones(2).pin_memory().device),
     }
 
 
 if __name__ == "__main__":
     versions = sys.argv[1:]
-    facts = {"signatures": signatures(versions)}
+    facts = {"signatures": signatures(versions), "profile_flags": {}}
+    for version in versions:
+        _import_version(version)
+        facts["profile_flags"][version] = profile_flags()
     _import_version(versions[-1])
-    facts.update(lookups=lookups(), profile_flags=profile_flags(), shim=shim())
+    facts.update(lookups=lookups(), shim=shim())
     print(json.dumps(facts))

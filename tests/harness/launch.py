@@ -25,6 +25,13 @@ LAUNCH_SCRIPT = HARNESS_DIR / "pretrain_gpt.sh"
 _HARNESS_ENV_PREFIXES = ("HARNESS_", "MEGATRON_STANDIN_VERSION")
 
 
+def standin_default_version():
+    """The Megatron-LM version a run emulates when MEGATRON_STANDIN_VERSION is not given
+    (harness_env never passes the caller's on)."""
+    from .standin_versions import default_version
+    return default_version()
+
+
 def default_args(train_iters=6, tp=1, pp=1, micro_batch_size=1, global_batch_size=4, seq_length=32):
     """The tiny GPT every harness run trains, as Megatron command-line arguments."""
     args = {

@@ -20,6 +20,11 @@ try:
     from megatron.training import inprocess_restart
 except ImportError:  # Megatron-LM < 0.13 has no in-process restart.
     inprocess_restart = None
+try:  # Megatron-LM >= 0.18: the script parses, validates and builds the config container
+    from megatron.training.argument_utils import pretrain_cfg_container_from_args
+    from megatron.training.arguments import parse_and_validate_args
+except ImportError:
+    parse_and_validate_args = None
 
 
 def model_provider(pre_process=True, post_process=True, vp_stage=None):
@@ -117,6 +122,19 @@ if __name__ == "__main__":
             ModelType.encoder_or_decoder,
             forward_step,
             args_defaults={"tokenizer_type": "GPT2BPETokenizer"},
+        )
+    elif parse_and_validate_args is not None:
+        pretrain, store = inprocess_restart.maybe_wrap_for_inprocess_restart(pretrain)
+        args = parse_and_validate_args(args_defaults={"tokenizer_type": "GPT2BPETokenizer"})
+        full_config = pretrain_cfg_container_from_args(args)
+        # By keyword: 0.18 takes model_provider third, 0.19 after forward_step_func.
+        pretrain(
+            full_config,
+            train_valid_test_datasets_provider,
+            model_type=ModelType.encoder_or_decoder,
+            forward_step_func=forward_step,
+            model_provider=model_provider,
+            store=store,
         )
     else:
         pretrain, store = inprocess_restart.maybe_wrap_for_inprocess_restart(pretrain)

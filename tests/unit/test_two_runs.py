@@ -88,3 +88,31 @@ def test_a_process_that_profiles_twice_rewrites_its_own_manifest(tmp_path):
         Manifest(path, rank=0, world_size=1, backend="torch",
                  config=ProfilerConfig(profile=True)).save()
     assert manifests(tmp_path) == ["profile_manifest_rank0.json"]
+
+
+@pytest.mark.e2e
+def test_the_ranks_of_a_torchrun_job_without_a_run_id_share_one_through_the_job_store(tmp_path):
+    # torchrun without --standalone/--rdzv-id sets TORCHELASTIC_RUN_ID=none: each rank would be
+    # a run of its own (host-pid), so one job would look like as many runs as it has ranks.
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as probe:  # a free port (torchrun's --master-port 0 hangs)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    script = tmp_path / "ids.py"
+    script.write_text("import torch.distributed as dist\n"
+                      "dist.init_process_group('gloo')\n"
+                      "from mindspeed_prof.run_id import job_run_id\n"
+                      "print('RUN', dist.get_rank(), job_run_id(), flush=True)\n"
+                      "dist.destroy_process_group()\n")
+    env = dict(os.environ, TORCHELASTIC_RUN_ID="none")
+    env.pop("SLURM_JOB_ID", None)
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                           "--master-addr", "127.0.0.1", "--master-port", str(port), str(script)], capture_output=True, text=True,
+                          env=env, timeout=120)
+    ids = {line.split()[1]: line.split()[2] for line in done.stdout.splitlines()
+           if line.startswith("RUN ")}
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert sorted(ids) == ["0", "1"] and len(set(ids.values())) == 1

@@ -31,7 +31,7 @@ def _unwrap(remote_cls):
 _TaskRunner = _unwrap(VERL_RUNNER.TaskRunner)
 
 
-class _ProfiledTaskRunner(VERL_RUNNER.BaseTaskRunner):
+class _ProfiledTaskRunner(VERL_RUNNER.BaseTaskRunner):  # type: ignore[name-defined] # verl's
     def add_actor_rollout_worker(self, config):
         cls, group_cls = super().add_actor_rollout_worker(config)
         replaced = [role for role, remote in self.role_worker_mapping.items()

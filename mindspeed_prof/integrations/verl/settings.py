@@ -13,7 +13,7 @@ Sources, one per job:
 
 import dataclasses
 import os
-from typing import Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from mindspeed_prof.config import ProfilerConfig
 from mindspeed_prof.errors import ConfigError
@@ -134,7 +134,7 @@ def from_verl_profiler(config: Mapping) -> Optional[dict]:
     if not steps:
         raise ConfigError(f"global_profiler.tool={TOOL} needs global_profiler.steps (the RL "
                           f"steps to profile, e.g. global_profiler.steps=[2,3]).")
-    mapping = {"profile": True, "profile_steps": [int(step) for step in steps], "roles": {}}
+    mapping: Dict[str, Any] = {"profile": True, "profile_steps": [int(step) for step in steps], "roles": {}}
     if glob.get("save_path"):
         mapping["profile_save_path"] = str(glob["save_path"])
     blocks = config.get("actor_rollout_ref") or {}

@@ -38,7 +38,7 @@ def _keeps_dispatch(parent):
     return decorate
 
 
-class ProfiledActorRolloutRefWorker(_Base):
+class ProfiledActorRolloutRefWorker(_Base):  # type: ignore[misc,valid-type] # verl's, found at import
     """verl's ActorRolloutRefWorker with mindspeed_prof role profilers (module docstring)."""
 
     def __init__(self, config, role, *args, **kwargs):

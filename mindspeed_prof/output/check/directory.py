@@ -6,6 +6,7 @@ A rank is judged by the worst of its captures, and by its manifest when that rep
 """
 
 import os
+from typing import Any, Iterable, Optional
 
 from ...errors import ConfigError
 from .. import parallel
@@ -22,10 +23,13 @@ FAILED_STATUSES = ("failed", "incomplete")
 UNFINISHED_STATUSES = ("armed", "running")
 
 
-def check_directory(path, expected_ranks=None):
+def check_directory(path: "str | os.PathLike[str]", expected_ranks: Optional[Iterable[int]] = None,
+                    share: Any = None) -> Report:
     """Check every capture under ``path``; ``expected_ranks`` (e.g. from ``--ranks``) replaces
-    the ranks the manifests expect, and limits the report to them. Raises ``ConfigError``
-    when ``path`` is not a directory; any file content gives a verdict, never an exception."""
+    the ranks the manifests expect, and limits the report to them. ``share`` (a
+    ``job.share.Share``): check only this node's part of those ranks (``report.covered``
+    says which), for a per-node report merged later. Raises ``ConfigError`` when ``path`` is
+    not a directory; any file content gives a verdict, never an exception."""
     if not os.path.isdir(path):
         what = "does not exist" if not os.path.exists(path) else "is not a directory"
         raise ConfigError(f"DIR {path} {what}; give the --profile-save-path of the profiled run "
@@ -45,8 +49,15 @@ def check_directory(path, expected_ranks=None):
         if skipped:
             report.warnings.append(f"also found rank(s) {_list(skipped)}, not checked (--ranks)")
         runs = [r for r in runs if r.rank is None or r.rank in expected]
+    if share is not None:
+        found_ranks = {r.rank for r in runs if r.rank is not None}
+        candidates = expected | (found_ranks if expected_ranks is None else set())
+        report.covered = share.pick(candidates, found_ranks)
+        mine = set(report.covered)
+        runs = [r for r in runs if (r.rank in mine if r.rank is not None
+                                    else share.takes_unranked)]
     read_ahead = _read_files(runs)
-    by_rank = {}
+    by_rank: dict = {}
     for run in runs:
         manifest = manifests.get(run.rank)
         chosen = manifest_window(run, manifest)
@@ -57,9 +68,11 @@ def check_directory(path, expected_ranks=None):
         else:
             by_rank.setdefault(run.rank, []).append(checked)
     ranks = expected if expected_ranks is not None else set(by_rank) | expected
+    if share is not None:
+        ranks = ranks & set(report.covered or ())
     for rank in sorted(ranks):
         report.ranks.append(_rank_report(rank, by_rank.get(rank, []), manifests.get(rank)))
-    if not found.runs and not manifests:
+    if not found.runs and not manifests and (share is None or share.takes_unranked):
         report.warnings.append(f"no profiler output under {found.root}: expected *_ascend_pt "
                                f"folders, rank*.pt.trace.json files or "
                                f"profile_manifest_rank*.json")
@@ -75,15 +88,18 @@ def _read_files(runs):
                 sizes[path] = os.path.getsize(path)
             except OSError:
                 continue  # check_run reports it
-    paths = sorted(sizes, key=sizes.get, reverse=True)  # the biggest first keep workers busy
-    workers = parallel.workers_for(sum(sizes.values()), len(paths))
-    with Progress("check", sum(sizes.values())) as bar:
+    # what the cache holds costs a look, not a read: it neither needs a pool nor counts for one
+    known = {p: filecheck.check_file(p) for p in sizes if filecheck.remembered(p)}
+    paths = sorted((p for p in sizes if p not in known), key=sizes.get, reverse=True)
+    total = sum(sizes[p] for p in paths)  # the biggest first keep workers busy
+    workers = parallel.workers_for(total, len(paths))
+    with Progress("check", total) as bar:
         if workers <= 1 and not bar.enabled:
-            return {}  # check_run reads each file as it goes
+            return known  # check_run reads each file as it goes
         results = parallel.run(filecheck.check_file, [(p, os.path.basename(p)) for p in paths],
                                workers, warm=filecheck.load_parsers,
                                done=lambda i: bar.advance(sizes[paths[i]]))
-    return dict(zip(paths, results))
+    return {**known, **dict(zip(paths, results))}
 
 
 def _manifests(found, report):

@@ -7,6 +7,7 @@ op_statistic.csv is normal to lack at level0, and memory files only come with pr
 """
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 from ... import names
 from ...errors import ConfigError
@@ -21,7 +22,7 @@ class Expected:
     why: str
     required: bool = True  # False: its absence is a warning, not a failed check
     alternatives: tuple = ()
-    column: str = None  # a column the file must have for this reason
+    column: Optional[str] = None  # a column the file must have for this reason
 
 
 @dataclass

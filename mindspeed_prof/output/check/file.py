@@ -9,14 +9,17 @@ import os
 import sqlite3
 import zlib
 from dataclasses import dataclass, field
+from typing import Optional
 
-from ..read import columns, csvrows, csvtable, sqlitecheck, tracescan
+from .. import cache
+from ..read import columns, csvrows, csvtable, kernels, sqlitecheck, tracescan
 from ..read.errors import CorruptFile
 
 OK, CORRUPT, MISSING = "ok", "corrupt", "missing"
 # Small JSON files (communication*.json) are decoded whole; above this only their ends are checked.
 WHOLE_JSON_MAX_BYTES = 32 << 20
 TRACE_FILES = ("trace_view.json",)
+KERNEL_DETAILS = "kernel_details.csv"
 _READ_ERRORS = (CorruptFile, OSError, ValueError, RecursionError, EOFError, sqlite3.Error,
                 zlib.error, MemoryError)
 
@@ -25,10 +28,18 @@ _READ_ERRORS = (CorruptFile, OSError, ValueError, RecursionError, EOFError, sqli
 class FileCheck:
     name: str
     status: str
-    size: int = None
-    detail: str = None
-    why: str = None  # why the file is expected, when it is
+    size: Optional[int] = None
+    detail: Optional[str] = None
+    why: Optional[str] = None  # why the file is expected, when it is
     facts: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data):
+        """The inverse of ``as_dict`` (the facts it leaves out stay out)."""
+        facts = {k: v for k, v in data.items()
+                 if k not in ("name", "status", "size", "detail", "expected_because")}
+        return cls(data["name"], data["status"], data.get("size"), data.get("detail"),
+                   data.get("expected_because"), facts)
 
     def as_dict(self):
         data = {"name": self.name, "status": self.status, "size": self.size}
@@ -42,10 +53,26 @@ class FileCheck:
 
 def load_parsers():
     """Import what ``check_file`` parses with (before a fork: the workers share it)."""
+    import numpy  # noqa: F401
+    import pyarrow.compute as pc
     import pyarrow.csv  # noqa: F401
     import simdjson  # noqa: F401
 
-    csvrows.setup_pyarrow()
+    pa = csvrows.setup_pyarrow()
+    pc.dictionary_encode(pa.array(["a"]))  # kernel_details.csv's sums (read/kernels.py)
+
+
+def remembered(path, name=None):
+    """Whether checking ``path`` now takes only a look in the cache (no pool for it)."""
+    name = name or os.path.basename(path)
+    kind = kernels.KIND if name == KERNEL_DETAILS else tracescan.KIND \
+        if _is_trace(name) else None
+    return kind is not None and cache.worth_caching(path) and cache.load(path, kind) is not None
+
+
+def _is_trace(name):
+    return name in TRACE_FILES or name.endswith(".pt.trace.json") \
+        or name.endswith(".pt.trace.json.gz")
 
 
 def check_file(path, name=None):
@@ -60,8 +87,7 @@ def check_file(path, name=None):
             raise CorruptFile("empty file (0 bytes)")
         if name.endswith(".csv"):
             _csv(path, name, result)
-        elif name in TRACE_FILES or name.endswith(".pt.trace.json") \
-                or name.endswith(".pt.trace.json.gz"):
+        elif _is_trace(name):
             _trace(path, result)
         elif name.endswith(".json"):
             _json(path, size, result)
@@ -89,17 +115,27 @@ def _reason(exc):
 
 
 def _csv(path, name, result):
-    table = csvtable.CsvTable(path, columns.for_file(name))
-    result.facts["header"] = table.header
-    result.facts["rows"] = table.count_rows()
-    bad, first = table.malformed
+    # one pass with summary's sums, remembered for it (with no cache, nobody would take them)
+    if name == KERNEL_DETAILS and cache.worth_caching(path):
+        table = kernels.read(path)
+        if table.header is not None:
+            result.facts["header"] = table.header
+        if table.error is not None:
+            raise CorruptFile(table.error)
+        result.facts["rows"] = table.rows
+        bad, first = table.bad_rows, table.first_bad
+    else:
+        table = csvtable.CsvTable(path, columns.for_file(name))
+        result.facts["header"] = table.header
+        result.facts["rows"] = table.count_rows()
+        bad, first = table.malformed
     if bad:
         result.facts["malformed_rows"] = bad
         result.detail = f"{bad} row{'s' if bad > 1 else ''} skipped ({first})"
 
 
 def _trace(path, result):
-    scan = tracescan.scan_trace(path)
+    scan = tracescan.remembered_scan(path)
     if scan.events == 0:
         raise CorruptFile("no events: an empty trace")
     result.facts["events"] = scan.events

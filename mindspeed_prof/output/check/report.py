@@ -16,6 +16,7 @@ One exit rule: ``check`` exits 0 only when every expected rank is valid (a cut r
 """
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 VALID, CUT, INCOMPLETE, UNPARSED, NOT_STOPPED, CORRUPT, MISSING = (
     "valid", "cut", "incomplete", "unparsed", "not_stopped", "corrupt", "missing")
@@ -38,22 +39,32 @@ class RunReport:
 
     path: str
     backend: str
-    rank: int = None
-    rank_source: str = None
-    timestamp: str = None
-    window: tuple = None
+    rank: Optional[int] = None
+    rank_source: Optional[str] = None
+    timestamp: Optional[str] = None
+    window: Optional[tuple] = None
     verdict: str = VALID
     problems: list = field(default_factory=list)  # why the verdict is not valid
     warnings: list = field(default_factory=list)
     errors: list = field(default_factory=list)  # error lines from the profiler's logs
     error_count: int = 0
     files: list = field(default_factory=list)  # FileCheck
-    settings: str = None  # "level1 text", NPU captures only
+    settings: Optional[str] = None  # "level1 text", NPU captures only
     steps: list = field(default_factory=list)
 
     def fail(self, verdict, problem):
         self.verdict = worst(self.verdict, verdict)
         self.problems.append(problem)
+
+    @classmethod
+    def from_dict(cls, data, file_from_dict):
+        """The inverse of ``as_dict`` (a node's report, read back by ``merge``)."""
+        fields = {k: data[k] for k in ("path", "backend", "rank", "rank_source", "timestamp",
+                                       "verdict", "settings", "steps", "problems", "warnings",
+                                       "errors", "error_count")}
+        window = data.get("window")
+        return cls(**fields, window=tuple(window) if window else None,
+                   files=[file_from_dict(f) for f in data["files"]])
 
     def as_dict(self):
         return {
@@ -75,9 +86,15 @@ class RankReport:
     problems: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
     errors: list = field(default_factory=list)  # from our manifest
-    manifest: str = None
-    manifest_status: str = None
-    msprof_analyze_pick: str = None
+    manifest: Optional[str] = None
+    manifest_status: Optional[str] = None
+    msprof_analyze_pick: Optional[str] = None
+
+    @classmethod
+    def from_dict(cls, data, file_from_dict):
+        fields = {k: data[k] for k in ("rank", "verdict", "manifest", "manifest_status",
+                                       "problems", "warnings", "errors", "msprof_analyze_pick")}
+        return cls(**fields, runs=[RunReport.from_dict(r, file_from_dict) for r in data["runs"]])
 
     def as_dict(self):
         return {
@@ -96,6 +113,7 @@ class Report:
     ranks: list = field(default_factory=list)  # RankReport, by rank
     unranked: list = field(default_factory=list)  # RunReport whose rank is unknown
     warnings: list = field(default_factory=list)
+    covered: Optional[list] = None  # the ranks a node's share held (check_directory(share=...))
 
     @property
     def ok(self):
@@ -115,6 +133,13 @@ class Report:
         for item in [*self.ranks, *self.unranked]:
             counts[item.verdict] = counts.get(item.verdict, 0) + 1
         return counts
+
+    @classmethod
+    def from_dict(cls, data, file_from_dict):
+        return cls(directory=data["directory"], expected_ranks=list(data["expected_ranks"]),
+                   ranks=[RankReport.from_dict(r, file_from_dict) for r in data["ranks"]],
+                   unranked=[RunReport.from_dict(r, file_from_dict) for r in data["unranked"]],
+                   warnings=list(data["warnings"]))
 
     def as_dict(self):
         return {

@@ -59,7 +59,7 @@ def check_roles(path: str, roots: List[RoleRoot],
                 expected_ranks: Optional[List[int]] = None) -> RoleCheck:
     """Check each role folder; ``expected_ranks`` (``--ranks``) applies to every role."""
     result = RoleCheck(directory=os.path.abspath(path))
-    by_key = {}
+    by_key: dict = {}
     for root in roots:
         report: Report = check_directory(root.path, expected_ranks)
         result.reports.append((root, report))

@@ -14,6 +14,7 @@ a capture, so a large save path costs a directory listing, not a read.
 import os
 import re
 from dataclasses import dataclass, field
+from typing import Optional
 
 from ...layout import ASCEND_PT_SUFFIX, MANIFEST_RE, TORCH_TRACE_RE, parse_window_dir
 from ...manifest import read_manifest
@@ -36,13 +37,13 @@ class Run:
     backend: str
     path: str
     rel: str
-    rank: int = None
-    rank_source: str = None
-    timestamp: str = None
-    window: tuple = None  # [start, end) of the iter_ folder holding it; end -1 = open
+    rank: Optional[int] = None
+    rank_source: Optional[str] = None
+    timestamp: Optional[str] = None
+    window: Optional[tuple] = None  # [start, end) of the iter_ folder holding it; end -1 = open
     info: object = None  # ProfilerInfo of the first readable profiler_info file
-    info_name: str = None
-    info_error: str = None
+    info_name: Optional[str] = None
+    info_error: Optional[str] = None
     notes: list = field(default_factory=list)
 
 
@@ -50,9 +51,9 @@ class Run:
 class ManifestFile:
     path: str
     rel: str
-    rank: int = None
-    data: dict = None
-    error: str = None
+    rank: Optional[int] = None
+    data: Optional[dict] = None
+    error: Optional[str] = None
 
 
 @dataclass

@@ -9,106 +9,26 @@ when the cut is at the top level). The piece before the cut is checked as one ar
 decoder, which is what makes this fast. A cut that lands inside a nested value or a string
 can never form a valid array (a bracket or a quote stays open), so a failed piece only means
 "decode this stretch one event at a time": it costs time, never a wrong answer.
+
+The bytes stay in one buffer, checked in place (``jsonbytes.py``).
 """
 
-import gzip
 import json
 
 from .errors import CorruptFile
+from .jsonbytes import (MAX_EVENT_BYTES, WS, WS_STR, Piece, Source, byte_at, describe_at,
+                        maybe_cut)
 
 # 1 MiB, not more: a piece becomes ~6k event dicts at once; at 4 MiB a reader process peaked
 # 45 MiB higher and scanned 20 % slower (benchmarks/ figure 5, 1 GB of trace_view.json).
 CHUNK_BYTES = 1 << 20
-# One event never needs this much text; past it a "cut short" event is really a broken file.
-MAX_EVENT_BYTES = 1 << 26
-_WS = b" \t\r\n"
-_WS_STR = " \t\r\n"
 _raw_decode = json.JSONDecoder().raw_decode
-
-
-class _Source:
-    """Bytes of a (possibly gzipped) file with a movable read position."""
-
-    def __init__(self, path, chunk):
-        opener = gzip.open if str(path).endswith(".gz") else open
-        self._handle = opener(path, "rb")
-        self._chunk = chunk
-        self.buf = b""
-        self.pos = 0
-        self.base = 0  # file offset of buf[0]
-        self.eof = False
-
-    def close(self):
-        self._handle.close()
-
-    def fill(self, want):
-        """Read until ``want`` bytes lie after pos, or the file ends."""
-        if self.pos:
-            self.base += self.pos
-            self.buf = self.buf[self.pos:]
-            self.pos = 0
-        parts = [self.buf]
-        have = len(self.buf)
-        while have < want and not self.eof:
-            try:
-                raw = self._handle.read(max(self._chunk, want - have))
-            except (OSError, EOFError) as exc:  # gzip damage surfaces here
-                raise CorruptFile(f"unreadable at byte {self.base + have}: {exc}") from None
-            if not raw:
-                self.eof = True
-            parts.append(raw)
-            have += len(raw)
-        self.buf = b"".join(parts)
-
-    def skip_ws(self):
-        """The next non-blank byte as a 1-char str ('' at end of file); pos moves onto it."""
-        while True:
-            n = len(self.buf)
-            while self.pos < n and self.buf[self.pos] in _WS:
-                self.pos += 1
-            if self.pos < n:
-                return chr(self.buf[self.pos])
-            if self.eof:
-                return ""
-            self.fill(self._chunk)
-
-    def text(self, end=None, partial=False):
-        """Decode buf[pos:end]; with ``partial``, a multi-byte character cut at the end waits."""
-        end = len(self.buf) if end is None else end
-        try:
-            return self.buf[self.pos:end].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            if partial and exc.reason == "unexpected end of data":
-                return self.buf[self.pos:self.pos + exc.start].decode("utf-8")
-            raise CorruptFile(f"not UTF-8 at byte {self.base + self.pos + exc.start}") from None
-
-    def value(self):
-        """Decode one small JSON value at pos (a key, or a non-event value of a torch trace)."""
-        while True:
-            text = self.text(partial=not self.eof)
-            try:
-                obj, end = _raw_decode(text)
-            except json.JSONDecodeError as exc:
-                if self.eof or len(self.buf) - self.pos > MAX_EVENT_BYTES:
-                    raise CorruptFile(_describe_at(exc, self, text)) from None
-                self.fill(len(self.buf) - self.pos + self._chunk)
-                continue
-            if end >= len(text) and not self.eof:  # a number may go on in the next chunk
-                self.fill(len(self.buf) - self.pos + self._chunk)
-                continue
-            self.pos += len(text[:end].encode("utf-8"))
-            return obj
-
-
-def _maybe_cut(exc, text):
-    # raw_decode reports an unterminated string at the string's start, every other cut at the end.
-    return exc.pos >= len(text.rstrip(_WS_STR)) - 1 or exc.msg.startswith("Unterminated string")
 
 
 def last_boundary(data, lo, hi):
     """Index of the ``}`` of the last ``}<ws>,<ws>{`` in data[lo:hi], or -1."""
     close, comma, brace = ("}", ",", "{") if isinstance(data, str) else (b"}", b",", b"{")
-    ws = _WS_STR if isinstance(data, str) else _WS
+    ws = WS_STR if isinstance(data, str) else WS
     needle = close + comma
     j = hi
     while True:
@@ -126,16 +46,18 @@ def last_boundary(data, lo, hi):
 def pieces(path, validate, chunk=CHUNK_BYTES):
     """Yield ``(text, result)`` for consecutive runs of events.
 
-    ``validate(text)`` checks ``"[" + text + "]"`` and returns what the caller wants from it
-    (a count, a list...), raising ValueError when it is not valid JSON. When the fast route
-    fails, ``text`` is None and ``result`` is the list of events decoded one by one.
+    ``validate(array)`` checks the bytes of ``[`` + the piece's events + ``]`` (a
+    memoryview, valid during the call) and returns what the caller wants from it (a count, a
+    list...), raising ValueError when it is not valid JSON; ``piece`` is a ``Piece``, valid
+    until the next one is read. When the fast route fails, ``piece`` is None and ``result`` is
+    the list of events decoded one by one.
     Raises ``CorruptFile`` (saying where, and whether the file looks truncated).
     """
-    src = _Source(path, chunk)
+    src = Source(path, chunk)
     try:
         src.fill(chunk)
         first = src.skip_ws()
-        if src.buf[src.pos:src.pos + 3] == b"\xef\xbb\xbf":
+        if src.buf.startswith(b"\xef\xbb\xbf", src.pos):
             src.pos += 3
             first = src.skip_ws()
         if first == "[":
@@ -192,16 +114,17 @@ def _array(src, validate):
         return
     floor = 0  # file offset past a cut known to be nested: the next cut must lie beyond it
     while True:
-        if len(src.buf) - src.pos < src._chunk and not src.eof:
+        if src.end - src.pos < src._chunk and not src.eof:
             src.fill(src._chunk)
         lo = max(src.pos, floor - src.base)
-        cut = -1 if src.eof else last_boundary(src.buf, lo, len(src.buf))
+        # at the end of the file too: only the last event is left to decode one by one
+        cut = last_boundary(src.buf, lo, src.end)
         if cut < 0:
             if not src.eof:
-                if len(src.buf) - src.pos > MAX_EVENT_BYTES:
+                if src.end - src.pos > MAX_EVENT_BYTES:
                     raise CorruptFile(f"no event boundary in {MAX_EVENT_BYTES >> 20} MB after "
                                       f"byte {src.base + src.pos}: the file is corrupt")
-                src.fill(len(src.buf) - src.pos + src._chunk)
+                src.fill(src.end - src.pos + src._chunk)
                 continue
             # The tail: the last events, the closing bracket and (torch) the remaining keys.
             text = src.text()
@@ -212,10 +135,10 @@ def _array(src, validate):
                 raise CorruptFile("truncated JSON: the file ends inside the event array")
             src.pos += len(text[:used].encode("utf-8"))
             return
-        text = src.text(cut + 1)
         try:
-            result = validate(text)
+            result = src.check(validate, cut)
         except ValueError:
+            text = src.text(cut + 1)  # bad UTF-8 is named here, where the old decode named it
             events, used, closed = _one_by_one(text, src, cut_at_end=True)
             if events:
                 yield None, events
@@ -228,9 +151,10 @@ def _array(src, validate):
                 floor = src.base + cut + 1
             continue
         floor = 0
+        piece = Piece(src.buf, src.pos, cut + 1)
         src.pos = cut + 1
+        yield piece, result
         _after_piece(src)
-        yield text, result
 
 
 def _after_piece(src):
@@ -248,37 +172,26 @@ def _one_by_one(text, src, cut_at_end=False):
     events = []
     i, n = 0, len(text)
     while True:
-        while i < n and text[i] in _WS_STR:
+        while i < n and text[i] in WS_STR:
             i += 1
         start = i
         try:
             obj, i = _raw_decode(text, i)
         except json.JSONDecodeError as exc:
-            if cut_at_end and _maybe_cut(exc, text):
+            if cut_at_end and maybe_cut(exc, text):
                 return events, start, False
-            raise CorruptFile(_describe_at(exc, src, text)) from None
+            raise CorruptFile(describe_at(exc, src, text)) from None
         events.append(obj)
-        while i < n and text[i] in _WS_STR:
+        while i < n and text[i] in WS_STR:
             i += 1
         if i >= n:
             return events, n, False
         if text[i] == "]":
             return events, i + 1, True
         if text[i] != ",":
-            raise CorruptFile(f"invalid JSON at byte {_byte_at(src, text, i)}: expected ',' or "
+            raise CorruptFile(f"invalid JSON at byte {byte_at(src, text, i)}: expected ',' or "
                               f"']' between events, found {text[i]!r}")
         i += 1
-
-
-def _describe_at(exc, src, text):
-    where = _byte_at(src, text, exc.pos)
-    if src.eof and _maybe_cut(exc, text):
-        return f"truncated JSON: the file ends inside a value (byte {where})"
-    return f"invalid JSON at byte {where}: {exc.msg}"
-
-
-def _byte_at(src, text, index):
-    return src.base + src.pos + len(text[:index].encode("utf-8"))
 
 
 def _unexpected(src, wanted, got=None):
@@ -291,7 +204,7 @@ def _unexpected(src, wanted, got=None):
 
 def iter_event_batches(path, chunk=CHUNK_BYTES):
     """Lists of decoded events, in file order; raises ``CorruptFile`` where the file breaks."""
-    for text, result in pieces(path, _array_loader(), chunk):
+    for _, result in pieces(path, _array_loader(), chunk):
         yield result
 
 
@@ -305,16 +218,19 @@ def complete_events(path, chunk=CHUNK_BYTES):
 
 
 def _array_loader():
-    """``text -> list``: msgspec (1.6x json.loads on a torch trace), ``json`` where msgspec
-    refuses what ``json`` reads (NaN, 1e999, lone surrogates), so the events are the same."""
+    """``array bytes -> list``: msgspec (1.6x json.loads on a torch trace), ``json`` where
+    msgspec refuses what ``json`` reads (NaN, 1e999, lone surrogates), so the events are the
+    same."""
     import msgspec  # the CLI's dependency, never the training side's
 
     decode, refused = msgspec.json.decode, msgspec.DecodeError
 
-    def loads(text):
-        text = "[" + text + "]"
+    def loads(array):
         try:
-            return decode(text)
+            return decode(array)
         except (refused, RecursionError):
-            return json.loads(text)
+            try:
+                return json.loads(str(array, "utf-8"))
+            except UnicodeDecodeError:
+                raise ValueError("not UTF-8") from None
     return loads

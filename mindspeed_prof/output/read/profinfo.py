@@ -9,6 +9,7 @@ files carry ``_export_type``, ``start_info`` and versions; ~2023 files lack them
 import json
 import os
 from dataclasses import dataclass, field
+from typing import Optional
 
 from ... import names
 from ...errors import ConfigError
@@ -21,17 +22,17 @@ MAX_INFO_BYTES = 16 << 20
 @dataclass
 class ProfilerInfo:
     path: str
-    rank_in_name: int = None  # from profiler_info_{R}.json
-    rank_id: int = None  # from the "rank_id" key (int, or a numeric string when $RANK set it)
-    level: str = None  # level_none / level0 / level1 / level2, None when unknown
+    rank_in_name: Optional[int] = None  # from profiler_info_{R}.json
+    rank_id: Optional[int] = None  # from the "rank_id" key (int, or a numeric string when $RANK set it)
+    level: Optional[str] = None  # level_none / level0 / level1 / level2, None when unknown
     export_types: tuple = ()
     cpu: bool = True
     npu: bool = True
     memory: bool = False
     shapes: bool = False
     stack: bool = False
-    torch_npu_version: str = None
-    cann_version: str = None
+    torch_npu_version: Optional[str] = None
+    cann_version: Optional[str] = None
     notes: list = field(default_factory=list)
 
     @property

@@ -37,7 +37,7 @@ def role_roots(path: str) -> List[RoleRoot]:
     if not os.path.isdir(path):
         return []
     found = discover(path)
-    roots = {}
+    roots: dict = {}
     for entry in found.manifests:
         role = entry.data.get("role") if isinstance(entry.data, dict) else None
         if not isinstance(role, str) or not role:

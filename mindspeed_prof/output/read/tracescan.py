@@ -14,14 +14,16 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from .. import cache
 from . import jsonstream
+from .errors import CorruptFile
 
 STEP_PREFIX = "ProfilerStep#"
 # Text every event ``take`` keeps contains. "process_" is searched as it is (1.7 GB/s; '"M"',
 # a quote first, ran at half that); "ProfilerStep#" through its "#", a rare character in traces
 # that one memchr pass finds at ~9 GB/s, where the 13-character search ran at 2.1 GB/s.
-_METADATA_MARKER = "process_"
-_BOUNDARY = re.compile(r"\}\s*,\s*\{")
+_METADATA_MARKER = b"process_"
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 
 
 @dataclass
@@ -30,6 +32,17 @@ class TraceScan:
     steps: dict = field(default_factory=dict)  # N -> (ts_us, dur_us)
     processes: dict = field(default_factory=dict)  # pid -> name
     labels: dict = field(default_factory=dict)  # pid -> process_labels
+
+    def as_cached(self):
+        return {"events": self.events, "steps": [[n, *v] for n, v in self.steps.items()],
+                "processes": list(self.processes.items()), "labels": list(self.labels.items())}
+
+    @classmethod
+    def from_cached(cls, data):
+        return cls(events=int(data["events"]),
+                   steps={int(n): (ts, dur) for n, ts, dur in data["steps"]},
+                   processes={_key(p): name for p, name in data["processes"]},
+                   labels={_key(p): labels for p, labels in data["labels"]})
 
     def npu_processes(self):
         return sorted({name for pid, name in self.processes.items()
@@ -69,69 +82,105 @@ def to_float(value):
 
 
 class _Validator:
-    """``"[" + text + "]"`` is valid JSON -> its element count; else ValueError."""
+    """The bytes of a JSON array -> its element count; ValueError when they are not valid
+    JSON (simdjson checks the UTF-8 too)."""
 
     def __init__(self):
         import simdjson  # the CLI's dependency, never the training side's
 
         self._parse = simdjson.Parser().parse
 
-    def __call__(self, text):
+    def __call__(self, array):
         try:
             # len() of the lazy array; the document is dropped before the next parse
-            return len(self._parse("[" + text + "]"))
+            return len(self._parse(array))
         except (ValueError, RuntimeError):
             raise ValueError("malformed JSON") from None
+
+
+def _key(pid):
+    return tuple(pid) if isinstance(pid, list) else pid  # a pid is whatever the trace said
+
+
+KIND = "trace"
+
+
+def remembered_scan(path):
+    """``scan_trace``, from the cache when it holds this file as it is now."""
+    before = cache.stamp(path) if cache.worth_caching(path) else None
+    if before is not None:
+        hit = cache.load(path, KIND)
+        if isinstance(hit, dict):
+            if isinstance(hit.get("error"), str):
+                raise CorruptFile(hit["error"])
+            try:
+                return TraceScan.from_cached(hit)
+            except (KeyError, TypeError, ValueError):
+                pass  # an entry of another shape: read the file
+    try:
+        scan = scan_trace(path)
+    except CorruptFile as exc:
+        cache.store(path, before, {KIND: {"error": str(exc)}})
+        raise
+    cache.store(path, before, {KIND: scan.as_cached()})
+    return scan
 
 
 def scan_trace(path, chunk=jsonstream.CHUNK_BYTES):
     """Validate the whole trace; raises ``CorruptFile``. Returns a ``TraceScan``."""
     scan = TraceScan()
-    for text, result in jsonstream.pieces(path, _Validator(), chunk):
-        if text is None:
+    for piece, result in jsonstream.pieces(path, _Validator(), chunk):
+        if piece is None:
             scan.events += len(result)
             for event in result:
                 scan.take(event)
         else:
             scan.events += result
-            for event in _marked_events(text):
+            for event in _marked_events(piece.data, piece.lo, piece.hi):
                 scan.take(event)
     return scan
 
 
-def _marked_events(text):
-    """Decode only the events around marker strings; the piece is known to be valid."""
-    hits = sorted([*_step_hits(text), *_find_all(text, _METADATA_MARKER)])
+def _marked_events(data, lo, hi):
+    """Decode only the events of ``data[lo:hi]`` around marker strings; those bytes are known
+    to be valid JSON (events separated by commas)."""
+    hits = sorted([*_step_hits(data, lo, hi), *_find_all(data, _METADATA_MARKER, lo, hi)])
     covered = -1
     for hit in hits:
         if hit < covered:
             continue
-        start = jsonstream.last_boundary(text, 0, hit)
-        start = 0 if start < 0 else start + 1
-        match = _BOUNDARY.search(text, hit)
-        end = match.start() + 1 if match else len(text)
+        start = jsonstream.last_boundary(data, lo, hit)
+        start = lo if start < 0 else start + 1
+        match = _BOUNDARY.search(data, hit, hi)
+        end = match.start() + 1 if match else hi
         try:
-            events = json.loads("[" + text[start:end].lstrip(" \t\r\n,") + "]")
+            events = json.loads(b"[" + bytes(data[start:end]).lstrip(b" \t\r\n,") + b"]")
         except ValueError:
             # a boundary inside a nested list fooled the search: decode the whole piece
-            yield from json.loads("[" + text + "]")
+            yield from json.loads(b"[" + bytes(data[lo:hi]) + b"]")
             return
         yield from events
         covered = end
 
 
-def _step_hits(text):
-    """Where each ``ProfilerStep#`` starts, found from its ``#``."""
-    back = len(STEP_PREFIX) - 1
-    i = text.find("#", back)
+def _step_hits(data, lo=0, hi=None):
+    """Where each ``ProfilerStep#`` of ``data[lo:hi]`` starts, found from its ``#`` (``data``:
+    str or bytes-like)."""
+    hi = len(data) if hi is None else hi
+    prefix, mark = (STEP_PREFIX, "#") if isinstance(data, str) else (_STEP_BYTES, b"#")
+    back = len(prefix) - 1
+    i = data.find(mark, lo + back, hi)
     while i >= 0:
-        if text.startswith(STEP_PREFIX, i - back):
+        if data.startswith(prefix, i - back):
             yield i - back
-        i = text.find("#", i + 1)
+        i = data.find(mark, i + 1, hi)
 
 
-def _find_all(text, needle):
-    i = text.find(needle)
+_STEP_BYTES = STEP_PREFIX.encode()
+
+
+def _find_all(data, needle, lo, hi):
+    i = data.find(needle, lo, hi)
     while i >= 0:
         yield i
-        i = text.find(needle, i + 1)
+        i = data.find(needle, i + 1, hi)

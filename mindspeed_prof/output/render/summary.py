@@ -7,7 +7,7 @@ import statistics
 
 from ..read import columns
 from ..summary import engine_steps
-from ..summary.directory import merge, slow_ranks, top_items
+from ..summary.compare import merge, slow_ranks, top_items
 
 SHORT = {
     "Communication(Not Overlapped)": "Comm(NotOvl)",

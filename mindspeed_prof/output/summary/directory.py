@@ -10,12 +10,13 @@ Overlapped) + Free: those three cover the step without overlap.
 import os
 import statistics
 from dataclasses import dataclass, field
+from typing import Optional, Set
 
 from ...errors import ConfigError
 from ...layout import ASCEND_OUTPUT_DIR
-from .. import parallel
+from .. import cache, parallel
 from ..progress import Progress
-from ..read import columns, jobruns
+from ..read import columns, jobruns, kernels
 from ..read.csvtable import CsvTable, number
 from ..read.discover import discover
 from ..read.errors import CorruptFile
@@ -23,18 +24,15 @@ from ..read.windows import manifest_window  # one rule, check's too, for the win
 from . import aggregate, engine_steps, requests, torchtrace
 from .aggregate import Item
 
-EXPLAINING = columns.STEP_PARTS
-
-
 @dataclass
 class RankSummary:
     rank: int
-    backend: str = None
+    backend: Optional[str] = None
     sources: list = field(default_factory=list)
     steps: list = field(default_factory=list)  # {"step", "device", components..., "step_time"}
     kernels: dict = field(default_factory=dict)  # (name, type) -> Item
     op_types: dict = field(default_factory=dict)
-    op_types_source: str = None
+    op_types_source: Optional[str] = None
     ops: dict = field(default_factory=dict)  # torch operators by self time
     requests: list = field(default_factory=list)  # inference: one row per request (requests.py)
     engine_windows: list = field(default_factory=list)  # dynamic engine (engine_steps.py)
@@ -73,7 +71,12 @@ class Summary:
         return [r for r in self.ranks if r.has_numbers]
 
 
-def summarize_directory(path, top=10):
+def summarize_directory(path: "str | os.PathLike[str]", top: int = 10,
+                        only: Optional[Set[int]] = None,
+                        takes_unranked: bool = True) -> "Summary":
+    """Summarise every rank under ``path``; ``only`` (a set of ranks): just those, for a
+    node's share of the job (``job/``), whose notes about the whole folder are left to the
+    merge, as are the unranked captures unless ``takes_unranked``."""
     if not os.path.isdir(path):
         what = "does not exist" if not os.path.exists(path) else "is not a directory"
         raise ConfigError(f"DIR {path} {what}; give the --profile-save-path of the profiled run "
@@ -87,12 +90,14 @@ def summarize_directory(path, top=10):
         summary.notes.append(runs.note())
         found.runs = jobruns.keep_runs(found.runs, runs)
     manifests = runs.chosen
-    by_rank = {}
+    by_rank: dict = {}
     for run in found.runs:
         if run.rank is None:
-            summary.notes.append(f"{run.rel}: rank unknown, left out")
+            if takes_unranked:
+                summary.notes.append(f"{run.rel}: rank unknown, left out")
             continue
-        by_rank.setdefault(run.rank, []).append(run)
+        if only is None or run.rank in only:
+            by_rank.setdefault(run.rank, []).append(run)
     # oldest first, so the newest capture's row wins when two captures share a step
     runs = [r for rank in sorted(by_rank)
             for r in sorted(by_rank[rank], key=lambda r: (r.timestamp or "", r.rel))]
@@ -114,16 +119,22 @@ def summarize_directory(path, top=10):
         rank_summary.engine_windows = engine_steps.engine_windows(
             manifests.get(rank), [(r, p) for r, p in zip(runs, partials) if p.rank == rank])
         summary.ranks.append(rank_summary)
-    if not summary.ranks:
-        summary.notes.append(f"nothing to summarise under {found.root}: no rank's capture "
-                             f"found (run `mindspeed-prof check {path}`)")
-    elif not summary.summarised:
-        why = "; ".join(n for r in summary.ranks for n in r.notes[:1])
-        summary.notes.append(f"nothing could be summarised under {found.root}: no capture of "
-                             f"rank(s) {', '.join(str(r.rank) for r in summary.ranks)} could be "
-                             f"read ({why or 'no numbers in them'}); run `mindspeed-prof check "
-                             f"{path}` to see why")
+    if only is None:
+        summary.notes.extend(closing_notes(summary, path))
     return summary
+
+
+def closing_notes(summary, path):
+    """What a summary with no numbers says about its whole folder (a merge says it once)."""
+    if not summary.ranks:
+        return [f"nothing to summarise under {summary.directory}: no rank's capture found (run "
+                f"`mindspeed-prof check {path}`)"]
+    if not summary.summarised:
+        why = "; ".join(n for r in summary.ranks for n in r.notes[:1])
+        return [f"nothing could be summarised under {summary.directory}: no capture of rank(s) "
+                f"{', '.join(str(r.rank) for r in summary.ranks)} could be read "
+                f"({why or 'no numbers in them'}); run `mindspeed-prof check {path}` to see why"]
+    return []
 
 
 def _leave_out_never_ran(partial, run, manifest):
@@ -157,8 +168,12 @@ class _Capture:
 
 
 def _main_file_size(run):
+    """The bytes reading this capture costs (0 when the cache holds them: no pool for it)."""
     path = run.path if run.backend == "torch" else os.path.join(
         run.path, ASCEND_OUTPUT_DIR, "kernel_details.csv")
+    kind = torchtrace.KIND if run.backend == "torch" else kernels.KIND
+    if cache.worth_caching(path) and cache.load(path, kind) is not None:
+        return 0
     try:
         return os.path.getsize(path)
     except OSError:
@@ -254,7 +269,7 @@ def _op_types(rank_summary, path):
 
 def _torch(run, rank_summary):
     try:
-        trace = torchtrace.summarize_trace(run.path)
+        trace = torchtrace.remembered_summary(run.path)
     except (CorruptFile, OSError, ValueError, RecursionError, EOFError) as exc:
         rank_summary.notes.append(f"{run.rel} skipped: {exc}")
         return
@@ -273,40 +288,3 @@ def _torch(run, rank_summary):
             item = rank_summary.ops[name] = Item(name, category)
         item.total_us += self_us
         item.count += count
-
-
-def top_items(items, n):
-    """(the n largest by total, the total over all items)."""
-    values = list(items.values()) if isinstance(items, dict) else list(items)
-    whole = sum(i.total_us for i in values)
-    return sorted(values, key=lambda i: (-i.total_us, i.name))[:n], whole
-
-
-def merge(rank_summaries, attribute):
-    merged = {}
-    for rank_summary in rank_summaries:
-        aggregate.merge_into(merged, getattr(rank_summary, attribute))
-    return merged
-
-
-def slow_ranks(rank_summaries):
-    """Ranks by mean step time, slowest first, with what sets each apart from the median."""
-    timed = [(r, r.breakdown()) for r in rank_summaries if r.step_time is not None]
-    if not timed:
-        return []
-    median = statistics.median(b["step_time"] for _, b in timed)
-    medians = {k: statistics.median(b[k] for _, b in timed if k in b)
-               for k in EXPLAINING if any(k in b for _, b in timed)}
-    result = []
-    for rank_summary, breakdown in sorted(timed, key=lambda t: (-t[1]["step_time"], t[0].rank)):
-        deviation = breakdown["step_time"] - median
-        deltas = {k: breakdown[k] - medians[k] for k in medians if k in breakdown}
-        cause = max(deltas, key=deltas.get) if deltas and deviation > 0 else None
-        result.append({
-            "rank": rank_summary.rank, "step_time_us": breakdown["step_time"],
-            "deviation_us": deviation,
-            "deviation_pct": 100.0 * deviation / median if median else 0.0,
-            "explained_by": cause if cause and deltas[cause] > 0 else None,
-            "component_deltas_us": deltas,
-        })
-    return result

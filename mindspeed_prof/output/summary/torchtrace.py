@@ -9,7 +9,9 @@ kept in compact arrays (24 bytes each, not Python dicts) and sorted once at the 
 from array import array
 from dataclasses import dataclass, field
 
+from .. import cache
 from ..read import jsonstream
+from ..read.errors import CorruptFile
 from ..read.tracescan import STEP_PREFIX, step_number, to_float
 
 # Annotations and Python frames wrap operators; they are kept as parents but are not operators.
@@ -30,6 +32,34 @@ class _Thread:
 
     def __init__(self):
         self.ts, self.dur, self.name = array("d"), array("d"), array("l")
+
+
+KIND = "torch_summary"
+
+
+def remembered_summary(path):
+    """``summarize_trace``, from the cache when it holds this file as it is now."""
+    before = cache.stamp(path) if cache.worth_caching(path) else None
+    if before is not None:
+        hit = cache.load(path, KIND)
+        if isinstance(hit, dict):
+            if isinstance(hit.get("error"), str):
+                raise CorruptFile(hit["error"])
+            try:
+                return TraceSummary(events=int(hit["events"]),
+                                    steps={int(n): dur for n, dur in hit["steps"]},
+                                    ops={name: list(v) for name, v in hit["ops"]})
+            except (KeyError, TypeError, ValueError):
+                pass  # an entry of another shape: read the file
+    try:
+        summary = summarize_trace(path)
+    except CorruptFile as exc:
+        cache.store(path, before, {KIND: {"error": str(exc)}})
+        raise
+    cache.store(path, before, {KIND: {"events": summary.events,
+                                      "steps": list(summary.steps.items()),
+                                      "ops": list(summary.ops.items())}})
+    return summary
 
 
 def summarize_trace(path):

@@ -11,16 +11,6 @@ import pathlib
 import sys
 
 VERSION_ENV = "MEGATRON_STANDIN_VERSION"
-SUPPORTED_VERSIONS = ("0.12.3", "0.13.1", "0.14.0", "0.15.3", "0.16.1")
-
-VERSION_STRING = os.environ.get(VERSION_ENV, SUPPORTED_VERSIONS[-1])
-if VERSION_STRING not in SUPPORTED_VERSIONS:
-    raise ImportError(
-        f"{VERSION_ENV}={VERSION_STRING} is not emulated; "
-        f"use one of {', '.join(SUPPORTED_VERSIONS)}."
-    )
-VERSION = tuple(int(part) for part in VERSION_STRING.split("."))
-
 _HARNESS_DIR = pathlib.Path(__file__).resolve().parents[3]
 
 
@@ -33,6 +23,16 @@ def _load(name):
         spec.loader.exec_module(module)
     return sys.modules[module_name]
 
+
+_versions = _load("standin_versions")
+SUPPORTED_VERSIONS = _versions.SUPPORTED_VERSIONS
+VERSION_STRING = os.environ.get(VERSION_ENV) or _versions.default_version()
+if VERSION_STRING not in SUPPORTED_VERSIONS:
+    raise ImportError(
+        f"{VERSION_ENV}={VERSION_STRING} is not emulated; "
+        f"use one of {', '.join(SUPPORTED_VERSIONS)}."
+    )
+VERSION = tuple(int(part) for part in VERSION_STRING.split("."))
 
 cpu_shim = _load("cpu_shim")
 report = _load("report").open_report(os.environ, version=VERSION_STRING)

@@ -1,8 +1,11 @@
 """Megatron-LM's command line, reduced to what the CPU stand-in can honour.
 
-Names, types and defaults follow Megatron-LM 0.12-0.16. ``parse_args`` finds
+Names, types and defaults follow Megatron-LM 0.12-0.19. ``parse_args`` finds
 ``add_megatron_arguments`` and the caller's ``extra_args_provider`` at call time and parses
-strictly, as the real one does, so a plugin that wraps it sees the real shape.
+strictly, as the real one does, so a plugin that wraps it sees the real shape. From 0.17 the
+profiling flags come from the ``ProfilingConfig`` dataclass (``--profile-ranks`` defaults to
+``[]``: every rank); from 0.18 entry scripts call ``parse_and_validate_args`` themselves and
+``initialize_megatron`` parses nothing.
 """
 
 import argparse
@@ -12,6 +15,20 @@ import torch
 from megatron.core.transformer.transformer_config import TransformerConfig
 
 from megatron.training import _harness
+
+
+if _harness.VERSION >= (0, 18):
+
+    def parse_and_validate_args(extra_args_provider=None, ignore_unknown_args=False,
+                                args_defaults={}):
+        """Parse, validate and publish the arguments (0.18+: the entry script calls this)."""
+        from megatron.training.global_vars import set_global_variables
+
+        # Module globals looked up at call time, as upstream: a plugin's wrappers run.
+        args = parse_args(extra_args_provider, ignore_unknown_args)
+        validate_args(args, args_defaults)
+        set_global_variables(args)
+        return args
 
 
 def parse_args(extra_args_provider=None, ignore_unknown_args=False):
@@ -97,7 +114,13 @@ def _add_profiling_args(group):
 
 
 def _add_training_args(parser):
-    if _harness.VERSION >= (0, 16):
+    if _harness.VERSION >= (0, 17):
+        # 0.17+ build every profiling flag from megatron/training/config's ProfilingConfig.
+        from megatron.training.argument_utils import ArgumentGroupFactory
+        from megatron.training.config import ProfilingConfig
+
+        ArgumentGroupFactory(ProfilingConfig).build_group(parser, "profiling")
+    elif _harness.VERSION >= (0, 16):
         # 0.16 builds these from its ProfilingConfig dataclass, in a group of their own.
         _add_profiling_args(parser.add_argument_group(title="profiling"))
     group = parser.add_argument_group(title="training")

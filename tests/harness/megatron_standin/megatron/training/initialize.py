@@ -9,6 +9,7 @@ import torch
 from megatron.core import mpu, tensor_parallel
 from megatron.core.rerun_state_machine import RerunMode, initialize_rerun_state_machine
 
+from megatron.training import _harness
 from megatron.training.arguments import parse_args, validate_args
 from megatron.training.global_vars import get_args, set_global_variables
 from megatron.training.utils import print_rank_0
@@ -34,14 +35,19 @@ def initialize_megatron(
     The real function asserts ``torch.cuda.is_available()`` unless ``allow_no_cuda``; the CPU
     stand-in cannot, and relies on the CPU shim instead.
     """
-    # parse_args and validate_args are the names imported above, as in Megatron-LM: a plugin
-    # must patch them here, in megatron.training.initialize, for the call below to see it.
-    if parsed_args is None:
-        args = parse_args(extra_args_provider, ignore_unknown_args)
+    if _harness.VERSION >= (0, 18):
+        # 0.18+: the entry script already parsed and validated (parse_and_validate_args) and
+        # published the args; initialize_megatron only reads them.
+        args = get_args()
     else:
-        args = parsed_args
-    validate_args(args, args_defaults)
-    set_global_variables(args)
+        # parse_args and validate_args are the names imported above, as in Megatron-LM: a
+        # plugin must patch them here, in megatron.training.initialize, for this call to see it.
+        if parsed_args is None:
+            args = parse_args(extra_args_provider, ignore_unknown_args)
+        else:
+            args = parsed_args
+        validate_args(args, args_defaults)
+        set_global_variables(args)
     initialize_rerun_state_machine(mode=RerunMode.DISABLED)
     if skip_mpu_initialization:
         return None

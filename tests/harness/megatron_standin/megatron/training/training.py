@@ -7,6 +7,7 @@ plugin depends on: ``train_step`` is looked up as a module global on every itera
 every early exit ends in ``sys.exit`` inside ``train``.
 """
 
+import os
 import sys
 import time
 
@@ -41,7 +42,7 @@ _TRAIN_START_TIME = time.time()
 
 def _pretrain(train_valid_test_dataset_provider, model_provider, model_type, forward_step_func,
               process_non_loss_data_func, extra_args_provider, args_defaults, get_embedding_ranks,
-              get_position_embedding_ranks, non_loss_data_func, store):
+              get_position_embedding_ranks, non_loss_data_func, store, train_kwargs=None):
     with _harness.report.outcome():
         initialize_megatron(
             extra_args_provider=extra_args_provider,
@@ -75,7 +76,8 @@ def _pretrain(train_valid_test_dataset_provider, model_provider, model_type, for
             if _harness.VERSION >= (0, 16):
                 train_args += (None,)  # inference_model, passed positionally upstream
             # A module-global lookup, so a plugin's wrapper around train() is what runs.
-            iteration, num_floating_point_operations_so_far = train(*train_args)
+            iteration, num_floating_point_operations_so_far = train(*train_args,
+                                                                    **(train_kwargs or {}))
 
         if args.save and iteration != 0 and iteration % args.save_interval != 0:
             save_checkpoint(iteration, model, optimizer, opt_param_scheduler,
@@ -89,7 +91,37 @@ def _pretrain(train_valid_test_dataset_provider, model_provider, model_type, for
                                            iteration, process_non_loss_data_func, config)
 
 
-if _harness.VERSION >= (0, 13):
+if _harness.VERSION >= (0, 19):
+
+    def pretrain(cfg_container, train_valid_test_dataset_provider, model_type, forward_step_func,
+                 model_provider=None, process_non_loss_data_func=None, get_embedding_ranks=None,
+                 get_position_embedding_ranks=None, non_loss_data_func=None, store=None,
+                 inprocess_call_wrapper=None, p2p_communicator=None, pg_collection=None,
+                 skip_model_parallel_init=False):
+        """Initialise Megatron, build model, optimizer and data, then train (0.19: the model
+        may come from the config container; the stand-in takes model_provider)."""
+        if inprocess_call_wrapper is not None:
+            raise NotImplementedError("the CPU stand-in does not emulate in-process restart")
+        _pretrain(train_valid_test_dataset_provider, model_provider, model_type, forward_step_func,
+                  process_non_loss_data_func, None, {}, get_embedding_ranks,
+                  get_position_embedding_ranks, non_loss_data_func, store,
+                  train_kwargs={"p2p_communicator": p2p_communicator,
+                                "pg_collection": pg_collection})
+
+elif _harness.VERSION >= (0, 18):
+
+    def pretrain(cfg_container, train_valid_test_dataset_provider, model_provider, model_type,
+                 forward_step_func, process_non_loss_data_func=None, get_embedding_ranks=None,
+                 get_position_embedding_ranks=None, non_loss_data_func=None, store=None,
+                 inprocess_call_wrapper=None):
+        """Initialise Megatron (args already parsed by the entry script), build, then train."""
+        if inprocess_call_wrapper is not None:
+            raise NotImplementedError("the CPU stand-in does not emulate in-process restart")
+        _pretrain(train_valid_test_dataset_provider, model_provider, model_type, forward_step_func,
+                  process_non_loss_data_func, None, {}, get_embedding_ranks,
+                  get_position_embedding_ranks, non_loss_data_func, store)
+
+elif _harness.VERSION >= (0, 13):
 
     def pretrain(train_valid_test_dataset_provider, model_provider, model_type, forward_step_func,
                  process_non_loss_data_func=None, extra_args_provider=None, args_defaults={},
@@ -156,7 +188,16 @@ def _run_train_step(forward_step_func, data_iterator, model, optimizer, opt_para
             num_zeros_in_grad, 0)
 
 
-if _harness.VERSION >= (0, 16):
+if _harness.VERSION >= (0, 19):
+
+    def train_step(forward_step_func, data_iterator, model, optimizer, opt_param_scheduler, config,
+                   forward_backward_func, iteration=None, pg_collection=None,
+                   p2p_communicator=None):
+        """Single training step."""
+        return _run_train_step(forward_step_func, data_iterator, model, optimizer,
+                               opt_param_scheduler, forward_backward_func)
+
+elif _harness.VERSION >= (0, 16):
 
     def train_step(forward_step_func, data_iterator, model, optimizer, opt_param_scheduler, config,
                    forward_backward_func, iteration=None):
@@ -182,7 +223,10 @@ else:
 
 def _call_train_step(step_args, forward_backward_func, iteration):
     """Calls the module-global ``train_step`` the way the emulated version's ``train`` does."""
-    if _harness.VERSION >= (0, 16):
+    if _harness.VERSION >= (0, 19):
+        result, expected = train_step(*step_args, forward_backward_func, iteration=iteration,
+                                      pg_collection=None, p2p_communicator=None), 8
+    elif _harness.VERSION >= (0, 16):
         result, expected = train_step(*step_args, forward_backward_func, iteration=iteration), 8
     elif _harness.VERSION >= (0, 14):
         result, expected = train_step(*step_args, forward_backward_func), 7
@@ -200,15 +244,37 @@ def dummy_train_step(data_iterator):
         next(data_iterator)
 
 
+def _profiles_this_rank(args):
+    """Megatron's rank test: from 0.17 an empty --profile-ranks (its default) is every rank."""
+    if _harness.VERSION >= (0, 17) and len(args.profile_ranks) == 0:
+        return True
+    return torch.distributed.get_rank() in args.profile_ranks
+
+
 def _start_pytorch_profiler(args):
     schedule = torch.profiler.schedule(wait=max(args.profile_step_start - 1, 0),
                                        warmup=1 if args.profile_step_start > 0 else 0,
                                        active=args.profile_step_end - args.profile_step_start,
                                        repeat=1)
-    prof = torch.profiler.profile(
-        schedule=schedule,
-        on_trace_ready=torch.profiler.tensorboard_trace_handler(args.tensorboard_dir),
-        record_shapes=True, with_stack=True)
+    if _harness.VERSION >= (0, 17):
+        # 0.17+: one gzipped trace per rank beside the tensorboard dir; shapes and stacks only
+        # when --pytorch-profiler-collect-shapes / -callstack ask for them.
+        if args.pytorch_profiler_collect_chakra:
+            raise NotImplementedError("--pytorch-profiler-collect-chakra is not emulated")
+        rank = torch.distributed.get_rank()
+
+        def trace_handler(p):
+            folder = os.path.join(args.tensorboard_dir, "..", "torch_profile")
+            os.makedirs(folder, exist_ok=True)
+            p.export_chrome_trace(os.path.join(folder, f"rank-{rank}.json.gz"))
+
+        options = dict(on_trace_ready=trace_handler,
+                       record_shapes=args.pytorch_profiler_collect_shapes,
+                       with_stack=args.pytorch_profiler_collect_callstack)
+    else:
+        options = dict(on_trace_ready=torch.profiler.tensorboard_trace_handler(
+            args.tensorboard_dir), record_shapes=True, with_stack=True)
+    prof = torch.profiler.profile(schedule=schedule, **options)
     prof.start()
     return prof
 
@@ -260,8 +326,7 @@ def post_training_step_callbacks(model, optimizer, opt_param_scheduler, iteratio
                                  num_floating_point_operations_since_last_log_event,
                                  nsys_nvtx_context=None):
     args = get_args()
-    if (args.profile and iteration == args.profile_step_end
-            and torch.distributed.get_rank() in args.profile_ranks):
+    if args.profile and iteration == args.profile_step_end and _profiles_this_rank(args):
         if args.use_pytorch_profiler:
             prof.stop()
         else:
@@ -313,8 +378,7 @@ def _train(forward_step_func, model, optimizer, opt_param_scheduler, train_data_
            valid_data_iterator, config, checkpointing_context):
     args = get_args()
     prof = None
-    if (args.profile and torch.distributed.get_rank() in args.profile_ranks
-            and args.use_pytorch_profiler):
+    if args.profile and _profiles_this_rank(args) and args.use_pytorch_profiler:
         prof = _start_pytorch_profiler(args)
     _harness.report.update(start_iteration=args.iteration, train_iters=args.train_iters,
                            profile=args.profile, use_pytorch_profiler=args.use_pytorch_profiler,
@@ -333,7 +397,7 @@ def _train(forward_step_func, model, optimizer, opt_param_scheduler, train_data_
 
     while iteration < args.train_iters:
         # Re-read every iteration, as upstream: a plugin may have switched args.profile off.
-        if args.profile and torch.distributed.get_rank() in args.profile_ranks:
+        if args.profile and _profiles_this_rank(args):
             if args.use_pytorch_profiler:
                 prof.step()
             elif iteration == args.profile_step_start:
@@ -398,7 +462,17 @@ def _train(forward_step_func, model, optimizer, opt_param_scheduler, train_data_
     return iteration, args.num_floating_point_operations_so_far
 
 
-if _harness.VERSION >= (0, 16):
+if _harness.VERSION >= (0, 19):
+
+    def train(forward_step_func, model, optimizer, opt_param_scheduler, train_data_iterator,
+              valid_data_iterator, process_non_loss_data_func, config, checkpointing_context,
+              non_loss_data_func, inference_model=None, p2p_communicator=None,
+              pg_collection=None):
+        """Run train_step until --train-iters, evaluating and checkpointing on the way."""
+        return _train(forward_step_func, model, optimizer, opt_param_scheduler,
+                      train_data_iterator, valid_data_iterator, config, checkpointing_context)
+
+elif _harness.VERSION >= (0, 16):
 
     def train(forward_step_func, model, optimizer, opt_param_scheduler, train_data_iterator,
               valid_data_iterator, process_non_loss_data_func, config, checkpointing_context,

@@ -1,0 +1,39 @@
+"""``mindspeed-prof merge REPORT... [--json|--csv]``: the job's verdict and summary from the
+per-node reports that ``check DIR --node I/N --report FILE`` wrote.
+
+Exit 0 only when every rank the job expects is valid (as ``check``), 1 otherwise, 2 on a usage
+error (a file that is no node report, reports of another version).
+"""
+
+HELP = ("Merge per-node reports (check --node I/N --report FILE) into the job's verdict and "
+        "summary, slow ranks against the whole job's median.")
+
+
+def add_arguments(parser):
+    parser.add_argument("reports", nargs="+", metavar="REPORT",
+                        help="The node reports, e.g. reports/node*.json.")
+    form = parser.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true",
+                      help="Machine-readable: {nodes, check (as check --json), summary (as "
+                           "summary --json)}.")
+    form.add_argument("--csv", action="store_true", help="The summary as summary --csv.")
+
+
+def run(args):
+    import json
+
+    from mindspeed_prof.output.job.merge import merge_reports
+    from mindspeed_prof.output.render.check import check_table
+    from mindspeed_prof.output.render.summary import summary_csv, summary_table
+
+    merged = merge_reports(args.reports)
+    if args.json:
+        print(json.dumps(merged.as_dict(), indent=2, default=str))
+    elif args.csv:
+        print(summary_csv(merged.summary), end="")
+    else:
+        print(f"{merged.nodes} node report(s)\n")
+        print(check_table(merged.check))
+        print()
+        print(summary_table(merged.summary))
+    return merged.check.exit_code

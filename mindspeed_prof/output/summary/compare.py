@@ -1,0 +1,49 @@
+"""Across ranks: the top items of merged totals, and the slow ranks against the median.
+
+What ``summary`` says of the whole job, computed from the ranks' own numbers: the same on one
+machine's summary and on the merge of per-node reports (``job/``).
+"""
+
+import statistics
+
+from ..read import columns
+from . import aggregate
+
+EXPLAINING = columns.STEP_PARTS  # what a slow rank's extra time is put down to
+
+
+def top_items(items, n):
+    """(the n largest by total, the total over all items)."""
+    values = list(items.values()) if isinstance(items, dict) else list(items)
+    whole = sum(i.total_us for i in values)
+    return sorted(values, key=lambda i: (-i.total_us, i.name))[:n], whole
+
+
+def merge(rank_summaries, attribute):
+    merged = {}
+    for rank_summary in rank_summaries:
+        aggregate.merge_into(merged, getattr(rank_summary, attribute))
+    return merged
+
+
+def slow_ranks(rank_summaries):
+    """Ranks by mean step time, slowest first, with what sets each apart from the median."""
+    timed = [(r, r.breakdown()) for r in rank_summaries if r.step_time is not None]
+    if not timed:
+        return []
+    median = statistics.median(b["step_time"] for _, b in timed)
+    medians = {k: statistics.median(b[k] for _, b in timed if k in b)
+               for k in EXPLAINING if any(k in b for _, b in timed)}
+    result = []
+    for rank_summary, breakdown in sorted(timed, key=lambda t: (-t[1]["step_time"], t[0].rank)):
+        deviation = breakdown["step_time"] - median
+        deltas = {k: breakdown[k] - medians[k] for k in medians if k in breakdown}
+        cause = max(deltas, key=deltas.get) if deltas and deviation > 0 else None
+        result.append({
+            "rank": rank_summary.rank, "step_time_us": breakdown["step_time"],
+            "deviation_us": deviation,
+            "deviation_pct": 100.0 * deviation / median if median else 0.0,
+            "explained_by": cause if cause and deltas[cause] > 0 else None,
+            "component_deltas_us": deltas,
+        })
+    return result
