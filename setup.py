@@ -85,6 +85,11 @@ setup(
             "flask",
             "flask-restful",
             "tqdm",
+            # megatron-core 0.19's dynamic text-generation server (tests/harness/dynamic)
+            "quart",
+            "hypercorn",
+            "pyzmq",
+            "msgpack",
         ],
         # The Python 3.12 leg (scripts/test_current_megatron.sh): today's megatron-core, which
         # needs Python >= 3.12, and what its integration tests import.
@@ -95,6 +100,11 @@ setup(
             "flask",
             "flask-restful",
             "tqdm",
+            # megatron-core 0.19's dynamic text-generation server (tests/harness/dynamic)
+            "quart",
+            "hypercorn",
+            "pyzmq",
+            "msgpack",
         ],
     },
     entry_points={"console_scripts": ["mindspeed-prof = mindspeed_prof.cli:main"]},

@@ -23,8 +23,8 @@ def megatron_args():
 
 def engine_config(rank=0, world_size=1):
     """The process's ProfilerConfig (None when profiling was never asked for here)."""
-    if state.config is not None:
-        return state.config
+    if state.config is not None or state.left_to_host:
+        return state.config  # None when left to the host (Megatron under nsys)
     args = megatron_args()
     if args is not None:
         from mindspeed_prof.patches.megatron_args import take_ownership

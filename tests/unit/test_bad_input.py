@@ -382,6 +382,11 @@ COMMAND_CASES = [
     (["show-config", "--train-iters", "9", "--profile-steps", "3-4,8-12"], ["--profile-steps"]),
     (["show-config", "--first-iteration", "20", "--profile-steps", "3-4"], ["--profile-steps"]),
     (["trigger", "{folder}", "--steps", "1"], ["{folder}"]),
+    (["show-config", "--profile-forwards", "0-2"], ["--profile-forwards"]),
+    (["show-config", "--profile-forwards", "5-2"], ["--profile-forwards"]),
+    (["show-config", "--profile-forwards", "1-2,4-5"], ["--profile-forwards"]),
+    (["show-config", "--profile-forwards", "x"], ["--profile-forwards"]),
+    (["show-config", "--unit", "engine-step", "--train-iters", "5"], ["--train-iters"]),
 ]
 
 

@@ -45,3 +45,42 @@ def test_npu_call_names_the_capture_after_its_rank_and_request(capsys, tmp_path,
                        "--profile-save-path", tmp_path / "p")
     assert code == 0
     assert "worker_name='rank0_req2'" in out
+
+
+def test_a_server_without_window_flags_plans_no_window_and_waits_for_http(capsys, tmp_path):
+    code, out, _ = run(capsys, "--unit", "engine-step", "--world-size", "2", "--profile-ranks",
+                       "-1", "--profile-backend", "torch", "--profile-save-path", tmp_path / "p")
+    assert code == 0
+    assert "window:    none planned (no window flags given)\n" in out
+    assert "http:      POST /start_profile (also /v1/) records from the next engine step until " \
+           "POST /stop_profile" in out
+    assert "Megatron's built-in 10/12 are not one; a server waits for POST /start_profile" in out
+    assert f"{tmp_path / 'p' / 'estep_1-end'}/rank0." in out
+
+
+def test_window_flags_from_the_environment_or_the_yaml_file_plan_the_window(capsys, tmp_path,
+                                                                           monkeypatch):
+    yaml_file = tmp_path / "p.yaml"
+    yaml_file.write_text("profile_step_start: 4\nprofile_step_end: 6\n")
+    code, out, _ = run(capsys, "--unit", "engine-step", "--profile-config", yaml_file,
+                       "--profile-backend", "torch", "--profile-save-path", tmp_path / "p")
+    assert code == 0 and "window:    engine steps 4-5 (warm-up at 3)\n" in out
+    monkeypatch.setenv("MINDSPEED_PROF_STEP_START", "3")  # the end is the default's: 12
+    code, out, _ = run(capsys, "--unit", "engine-step", "--profile-backend", "torch",
+                       "--profile-save-path", tmp_path / "p")
+    assert code == 0 and "window:    engine steps 3-11 (warm-up at 2)\n" in out
+    assert "none planned" not in out
+
+
+def test_profile_forwards_sets_the_http_start_defaults_on_the_dynamic_engine(capsys, tmp_path):
+    code, out, _ = run(capsys, "--unit", "engine-step", "--profile-forwards", "2-4",
+                       "--profile-backend", "torch", "--profile-save-path", tmp_path / "p",
+                       "--json")
+    report = json.loads(out)
+    assert code == 0 and report["window"] is None
+    assert (report["http"]["delay"], report["http"]["max"]) == (1, 3)
+
+
+def test_training_keeps_megatrons_default_window(capsys, tmp_path):
+    code, out, _ = run(capsys, "--profile-backend", "torch", "--profile-save-path", tmp_path / "p")
+    assert code == 0 and "window:    iterations 10-11 (warm-up at 9)\n" in out
