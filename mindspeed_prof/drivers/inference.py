@@ -27,7 +27,7 @@ driver counts (``requests``); the recorder records. A ``generate`` called from i
 
 import contextlib
 import threading
-from typing import Any, ContextManager, Iterator, Optional
+from typing import Any, ContextManager, Iterator, Optional, Tuple
 
 from ..config import ProfilerConfig
 from ..exits import exit_reason
@@ -50,7 +50,8 @@ class RequestDriver:
                                        on_final_manifest=self._final_notes)
         self.requests = 0  # requests started in this process: the last request's number
         # --profile-forwards A-B: only forwards A..B of each request are recorded.
-        self._forwards = config.profile_forwards[0] if config.profile_forwards else None
+        self._forwards: Optional[Tuple[int, int]] = (
+            config.profile_forwards[0] if config.profile_forwards else None)
         self._lock = threading.Lock()
         self._local = threading.local()  # per thread: nesting depth and forwards so far
         self.begin, self.end = self.recorder.begin, self.recorder.end
@@ -133,7 +134,7 @@ class RequestDriver:
     def _forward_in_window(self, local: Any, k: int, label: str) -> Iterator[None]:
         """Forward ``k`` of the request under ``--profile-forwards A-B``: forward A begins the
         request's session, forward B ends it; the others run outside any session."""
-        first, last = self._forwards
+        first, last = self._forwards or (1, 0)
         if k == first:
             self.recorder.begin(local.n)
             local.begun = True
@@ -152,7 +153,7 @@ class RequestDriver:
     def _too_short(self, n: int, forwards: int) -> None:
         schedule = self.recorder.schedule
         if schedule is not None and schedule.start == n and self.recorder.active:
-            first, last = self._forwards
+            first, last = self._forwards or (1, 0)
             self.recorder.report("warning", "step", f"request {n} ran {forwards} forward(s): "
                                                     f"--profile-forwards {first}-{last} starts "
                                                     f"at its forward {first}, so nothing was "

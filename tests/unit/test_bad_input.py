@@ -257,6 +257,8 @@ def wrong_type_for(kind):
                           st.dictionaries(text, st.integers(), min_size=1, max_size=1)),
         "steps": st.one_of(st.booleans(), st.floats(allow_nan=False).map(lambda f: f + 0.5),
                            st.dictionaries(text, st.integers(), min_size=1, max_size=1)),
+        "forwards": st.one_of(st.booleans(), st.floats(allow_nan=False).map(lambda f: f + 0.5),
+                              st.dictionaries(text, st.integers(), min_size=1, max_size=1)),
     }[kind]
 
 
