@@ -64,7 +64,7 @@ class ExitEvents:
 class _Process:
     """The process-wide part: one SIGTERM handler, the registered flushers, the open guard."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.lock = threading.RLock()
         self.flushers: List["FlushOnExit"] = []
         self.handler = None  # ours, while installed
