@@ -20,7 +20,7 @@ from mindspeed_prof.ranks import format_selection
 
 # Megatron-LM's own defaults, by the release that introduced them (ProfilingConfig.profile_ranks).
 MEGATRON_OLD_DEFAULT = [0]       # core_v0.12 .. core_v0.16
-MEGATRON_NEW_DEFAULT = []        # core_v0.17 ..
+MEGATRON_NEW_DEFAULT: list = []        # core_v0.17 ..
 FIRST_EVERY_RANK_RELEASE = (0, 17)
 
 

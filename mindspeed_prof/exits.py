@@ -31,7 +31,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, List, Optional
+from typing import Any, Callable, Iterator, List, Optional
 
 from . import log
 
@@ -64,12 +64,13 @@ class ExitEvents:
 class _Process:
     """The process-wide part: one SIGTERM handler, the registered flushers, the open guard."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.lock = threading.RLock()
         self.flushers: List["FlushOnExit"] = []
-        self.handler = None  # ours, while installed
-        self.previous = None  # the handler ours chains to
-        self.owner = None  # pid that installed it: forked children must not flush its recorders
+        self.handler: Any = None  # ours, while installed
+        self.previous: Any = None  # the handler ours chains to
+        self.owner: Optional[int] = None  # pid that installed it: forked children must not
+        # flush its recorders
         self.pinned = False  # installed by an integration: stays when the last flusher leaves
         self.replaced = False  # someone installed a handler over ours: they own SIGTERM now
         # final_flush() nesting, per thread: a window ending on a server's request thread must
