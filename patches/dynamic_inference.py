@@ -28,6 +28,7 @@ Inside Megatron-RL's training loop (``state.training``) the iteration stays the 
 """
 
 import asyncio
+import atexit
 import functools
 import sys
 import threading
@@ -80,8 +81,7 @@ def _start_driver(engine):
     _engine = weakref.ref(engine)
     state.engine = driver
     registry.register(CUDART, mindspeed_prof_cudart_wrapper)
-    registry.ensure(CUDART)  # now: a CPU stand-in of torch.cuda.cudart is in place by now
-    import atexit
+    registry.ensure(CUDART)  # at the engine's build: whatever stands in for cudart is in place
     atexit.register(_close_at_exit, driver)
 
 

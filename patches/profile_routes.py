@@ -235,18 +235,30 @@ TARGETS = (
 )
 
 
+def _module_of(target):
+    parts = target.split(".")
+    return ".".join(parts[:-2]) if parts[-1] == "__init__" else ".".join(parts[:-1])
+
+
 def hook_profile_routes():
     """Patch each server target when its module loads (now, if loaded)."""
     for target, decorator in TARGETS:
-        parts = target.split(".")
-        module = ".".join(parts[:-2]) if parts[-1] == "__init__" else ".".join(parts[:-1])
+        module = _module_of(target)
         if module in sys.modules:
-            registry.register(target, decorator)
-            registry.ensure(target)
+            _patch(target, decorator)
         else:
             import_hooks.when_imported(module, functools.partial(_patch_late, target, decorator))
 
 
-def _patch_late(target, decorator, module):
-    registry.register(target, decorator, through_mindspeed=False)
+def _patch(target, decorator, through_mindspeed=True):
+    owner = sys.modules.get(_module_of(target))
+    if target.endswith(".__init__"):
+        owner = getattr(owner, target.rsplit(".", 2)[1], None)
+    if owner is None or not hasattr(owner, target.rsplit(".", 1)[1]):
+        return  # a megatron-core without this server: nothing to add there
+    registry.register(target, decorator, through_mindspeed=through_mindspeed)
     registry.ensure(target)
+
+
+def _patch_late(target, decorator, module):
+    _patch(target, decorator, through_mindspeed=False)
