@@ -177,6 +177,9 @@ def _npu(run, report, config, read, kept):
     trace = checks.get("trace_view.json")
     if trace is not None and trace.status == filecheck.OK:
         report.steps = trace.facts.get("steps", [])
+        light = expect.light_capture_problem(settings, report.steps)
+        if light:
+            report.fail(INCOMPLETE, f"trace_view.json: {light}")
         scan = trace.facts.get("scan")
         if scan is not None and settings.npu and not scan.npu_processes() \
                 and "kernel_details.csv" in checks:
