@@ -72,7 +72,9 @@ def allocator(device: str) -> Allocator:
         return Allocator("npu", *memory_api())
     import torch
 
-    return Allocator("cuda", torch.cuda.memory, torch._C._cuda_attach_out_of_memory_observer)
+    # a CUDA build's binding (a CPU build lacks it; device_for never picks cuda there)
+    attach = getattr(torch._C, "_cuda_attach_out_of_memory_observer")
+    return Allocator("cuda", torch.cuda.memory, attach)
 
 
 def requested(config: Any) -> List[str]:
@@ -98,11 +100,12 @@ def write_snapshot(snapshot: dict, path: str) -> None:
 
 
 def _size(n: int) -> str:
+    value = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1024
-    return str(n)
+        if abs(value) < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.2f} {unit}"
+        value /= 1024
+    return str(value)
 
 
 class WindowMemory:

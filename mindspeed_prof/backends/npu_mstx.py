@@ -10,7 +10,7 @@ light capture shows the units under the name ``check`` reads. Both are feature-d
 installed wheel, not compared by version. Never imports torch_npu: the backend hands it in.
 """
 
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 from ..config import MSTX_DOMAIN
 
@@ -27,7 +27,7 @@ class MstxRange:
         self._id = self._mstx.range_start(self._name, domain=MSTX_DOMAIN)
         return self
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: Any) -> Literal[False]:
         if self._id:  # torch_npu returns 0 (and prints why) when it could not start one
             self._mstx.range_end(self._id, domain=MSTX_DOMAIN)
             self._id = 0

@@ -192,3 +192,19 @@ def test_bad_max_entries_name_the_flag(flags, message, capsys):
     code, _, err = run_cli(capsys, "show-config", *flags)
 
     assert code == 2 and message in err
+
+
+def test_megatrons_memory_flags_are_taken_over_and_megatrons_own_recorder_switched_off(capsys):
+    from argparse import Namespace
+
+    from mindspeed_prof.patches.megatron_memory import take_over_memory_history
+
+    args = Namespace(record_memory_history=True, memory_snapshot_path="mine.pickle")
+    taken = take_over_memory_history(args, ProfilerConfig(profile=True), rank=0)
+
+    assert taken.profile_memory_snapshot and taken.profile_memory_oom
+    assert args.record_memory_history is False  # Megatron's model provider records nothing
+    assert "--memory-snapshot-path mine.pickle is not written" in capsys.readouterr().out
+    untouched = Namespace(record_memory_history=True)
+    assert not take_over_memory_history(untouched, ProfilerConfig(), 0).profile_memory_oom
+    assert untouched.record_memory_history is True  # without --profile: Megatron's own, as ever
