@@ -208,3 +208,25 @@ def test_megatrons_memory_flags_are_taken_over_and_megatrons_own_recorder_switch
     untouched = Namespace(record_memory_history=True)
     assert not take_over_memory_history(untouched, ProfilerConfig(), 0).profile_memory_oom
     assert untouched.record_memory_history is True  # without --profile: Megatron's own, as ever
+
+
+def test_each_request_of_a_window_leaves_a_snapshot_in_its_own_folder(npu, tmp_path, capsys):
+    from helpers.inference import armed, config as request_config, work
+
+    driver = armed(request_config(tmp_path, profile_backend="npu", profile_memory_snapshot=True),
+                   rank=0, world_size=1)
+    memory = npu.npu.memory
+    for n in range(1, 5):
+        with driver.request():
+            with driver.forward():
+                memory._fake_device_free(memory._fake_device_alloc(n * MiB))
+                work()
+    driver.close()
+
+    for n in (2, 3):
+        snapshot = load_snapshot(str(tmp_path / "prof" / f"req_{n}-{n}" /
+                                     "memory_snapshot_rank0.pickle"))
+        assert [e["size"] for e in snapshot.device_traces[0] if e["action"] == "alloc"] == [n * MiB]
+    capsys.readouterr()
+    code, out, _ = run_cli(capsys, "check", str(tmp_path / "prof"))
+    assert code == 0, out
