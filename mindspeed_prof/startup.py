@@ -2,7 +2,8 @@
 that will profile has a working backend, no profiler torch_npu arms from the environment would
 run beside ours (``armed.py``), and an allocator to record when ``--profile-memory-*`` asks for
 one. Raised as ConfigError (exit 2 in the host). ``--profile-memory-oom`` starts recording here,
-as early as the host lets us (Megatron: when its arguments are validated, before the model)."""
+as early as the device allows: when Megatron validates its arguments if the device is set up by
+then, else when the recorder arms (training starts)."""
 
 import os
 from typing import Any
@@ -57,13 +58,16 @@ def memory_device(config: ProfilerConfig, backend_name: str) -> Any:
     return device
 
 
-def check_rank(config: ProfilerConfig, rank: int, save_path: str, backend_name: str) -> None:
+def check_rank(config: ProfilerConfig, rank: int, save_path: str, backend_name: str,
+               early: bool = False) -> None:
     """Everything a rank that records checks before its first unit; then the OOM watch starts
-    (idempotent: the earliest call wins). Raises ConfigError."""
+    (idempotent: the earliest call wins; ``early``, before the host set its device up: only if
+    the device is set up already). Raises ConfigError."""
     check_save_path(save_path, rank, backend_name)
     refuse_armed_profilers(config)
     device = memory_device(config, backend_name)
-    if device is not None and config.profile_memory_oom:
+    if device is not None and config.profile_memory_oom \
+            and not (early and not memory.device_ready(device)):
         try:
             memory.OOM.arm(config, rank=rank, save_path=save_path, device=device)
         except Exception as exc:  # noqa: BLE001 - a broken allocator API, said as the flag's
@@ -84,4 +88,4 @@ def preflight(config: ProfilerConfig, *, rank: int, world_size: int) -> None:
     if rank in selected or config.profile_trigger_file:
         backend_name, _ = backends.choose(config)
         check_rank(config if rank in selected else config.replace(profile_memory_oom=False),
-                   rank, config.profile_save_path, backend_name)
+                   rank, config.profile_save_path, backend_name, early=True)

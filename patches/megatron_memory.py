@@ -7,7 +7,8 @@ out-of-memory observer dumping ``oom_rank-{R}_{--memory-snapshot-path}``; ``trai
 rewrites ``--memory-snapshot-path`` on the last rank every ``--log-interval``. Two recorders of
 one history cut each other's (ours switches it off at each window's end), so with ``--profile``
 ours does both jobs: ``--profile-memory-snapshot`` (a snapshot per profiled window, in its folder)
-and ``--profile-memory-oom`` (history from start-up, a snapshot on out-of-memory), with
+and ``--profile-memory-oom`` (history from the start of training, a snapshot on out-of-memory;
+the model's build is not covered, as its device is not set up when the arguments are), with
 Megatron's 100000 events unless ``--profile-memory-max-entries`` says otherwise, on the ranks
 ``--profile-ranks`` selects. ``args.record_memory_history = False`` then keeps Megatron's own off:
 the second documented write to ``args`` (the first is ``args.profile = False``).

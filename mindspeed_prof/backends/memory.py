@@ -7,9 +7,9 @@ a ring buffer of allocator events once ``_record_memory_history("all", max_entri
 
 - ``--profile-memory-snapshot`` (``WindowMemory``): recording starts with each profiled window's
   session and stops with it; the snapshot goes into the window's folder.
-- ``--profile-memory-oom`` (``OOM``): recording starts at start-up (before Megatron builds the
-  model) and stays on; the allocator's out-of-memory observer writes a snapshot before the error
-  is raised. An observer that raised would replace the out-of-memory error (both wheels turn a
+- ``--profile-memory-oom`` (``OOM``): recording starts at start-up (``startup.check_rank``: once
+  the host's device is set up, at the latest when the recorder arms) and stays on; the
+  allocator's out-of-memory observer writes a snapshot before the error is raised. An observer that raised would replace the out-of-memory error (both wheels turn a
   Python exception in it into ``error_already_set``), so it never raises.
 
 The snapshot is written by us (``pickle.dump`` of our own ``_snapshot()``) rather than by
@@ -63,6 +63,19 @@ def device_for(backend_name: str) -> Optional[str]:
     if gpu_build and torch.cuda.is_available():
         return "cuda"
     return None
+
+
+def device_ready(device: str) -> bool:
+    """Whether the process has set up ``device`` already. Recording before that would set it
+    up on device 0 (torch_npu's ``_record_memory_history`` calls ``_lazy_init()``): a context on
+    NPU 0 for every rank of the node, before Megatron picks each rank's device."""
+    if device == "npu":
+        from .npu import device_initialized
+
+        return device_initialized()
+    import torch
+
+    return bool(torch.cuda.is_initialized())
 
 
 def allocator(device: str) -> Allocator:

@@ -55,6 +55,11 @@ def memory_api():
             torch_npu._C._npu_attach_out_of_memory_observer)
 
 
+def device_initialized():
+    """Whether this process has set up its NPU yet (``torch_npu.npu.is_initialized()``)."""
+    return bool(import_torch_npu().npu.is_initialized())
+
+
 class NpuBackend(Backend):
     name = "npu"
 

@@ -230,3 +230,16 @@ def test_each_request_of_a_window_leaves_a_snapshot_in_its_own_folder(npu, tmp_p
     capsys.readouterr()
     code, out, _ = run_cli(capsys, "check", str(tmp_path / "prof"))
     assert code == 0, out
+
+
+def test_oom_recording_waits_until_the_host_has_set_its_device_up(npu, tmp_path):
+    from mindspeed_prof.startup import preflight
+
+    cfg = config(tmp_path, profile_memory_snapshot=False, profile_memory_oom=True)
+    preflight(cfg, rank=0, world_size=1)  # as Megatron validates its arguments: no device yet
+
+    assert not memory_backend.OOM.recording
+    assert not npu.npu.is_initialized()  # recording would have set NPU 0 up on every rank
+    npu.npu._lazy_init()
+    preflight(cfg, rank=0, world_size=1)
+    assert memory_backend.OOM.recording
