@@ -59,7 +59,8 @@ def run(args):
                   file=sys.stderr)
     if args.json:
         data = render_summary.summary_dict(summary)
-        data["memory"] = render_memory.memory_dicts(memory)
+        if memory:  # only where snapshots are: the JSON of a run without them is unchanged
+            data["memory"] = render_memory.memory_dicts(memory)
         print(json.dumps(data, indent=2))
     elif args.csv:
         print(render_summary.summary_csv(summary) + render_memory.memory_csv(memory), end="")
