@@ -74,7 +74,7 @@ def check_directory(path: "str | os.PathLike[str]", expected_ranks: Optional[Ite
     for rank in sorted(ranks):
         report.ranks.append(_rank_report(rank, by_rank.get(rank, []), manifests.get(rank)))
     # allocator snapshots: this node's ranks only in a per-node report
-    wanted = set(report.covered) if share is not None else (
+    wanted = set(report.covered or ()) if share is not None else (
         None if expected_ranks is None else expected)
     check_snapshots(found.root, manifests, report, wanted)
     if not found.runs and not manifests and (share is None or share.takes_unranked):
