@@ -67,8 +67,16 @@ class ProfilerConfig:
                                    npu="l2_cache")
     profile_op_attr: bool = _knob(False, kinds.BOOL, "Collect operator attributes (db export).",
                                   npu="op_attr")
-    profile_mstx: bool = _knob(False, kinds.BOOL, "Enable mstx markers (torch_npu >= 2.7).",
-                               npu="mstx")
+    profile_mstx: bool = _knob(
+        False, kinds.BOOL, "Enable mstx markers (torch_npu >= 2.7); our iteration, request, "
+        "forward and stage labels become mstx ranges too, so --profile-level level_none "
+        "--profile-mstx is a light capture that still shows them.", npu="mstx")
+    profile_mstx_domain_include: tuple = _knob(
+        (), kinds.NAMES, "With mstx: record only these mstx domains (ours are in 'default').",
+        npu="mstx_domain_include")
+    profile_mstx_domain_exclude: tuple = _knob(
+        (), kinds.NAMES, "With mstx: leave these mstx domains out (e.g. communication).",
+        npu="mstx_domain_exclude")
     profile_host_sys: tuple = _knob(
         (), kinds.NAMES, "Host system metrics: any of cpu, mem, disk, network, osrt, numa.",
         choices=names.HOST_SYS, npu="host_sys")
@@ -94,6 +102,16 @@ class ProfilerConfig:
     profile_max_gb: Optional[float] = _knob(
         None, kinds.FLOAT, "Disk budget for the whole job's profile output in GB: refuse to "
         "start when the estimate exceeds it or the free space, stop a window that crosses it.")
+    profile_memory_snapshot: bool = _knob(
+        False, kinds.BOOL, "Record the device caching allocator's history through each "
+        "profiled window and write memory_snapshot_rank{R}.pickle into the window's folder "
+        "(NPU or GPU).")
+    profile_memory_oom: bool = _knob(
+        False, kinds.BOOL, "Record the allocator's history from start-up and write "
+        "memory_oom_rank{R}.pickle when the device runs out of memory (NPU or GPU).")
+    profile_memory_max_entries: int = _knob(
+        100000, kinds.INT, "Allocator events kept for --profile-memory-snapshot/-oom (the "
+        "newest N; each costs a few KB of host memory).")
     profile_stages: tuple = _knob(
         (), kinds.NAMES, "RL roles (role_profiler): record only these stages of a step, each "
         "occurrence as its own session under {save}/{role}/{stage}/; default: the whole step, "
@@ -112,6 +130,10 @@ class ProfilerConfig:
             "profile_host_sys": names.host_sys(self.profile_host_sys),
             "profile_ranks": ranks.parse_rank_tokens(self.profile_ranks),
             "profile_stages": names.stages(self.profile_stages),
+            "profile_mstx_domain_include": names.mstx_domains(
+                self.profile_mstx_domain_include, "--profile-mstx-domain-include"),
+            "profile_mstx_domain_exclude": names.mstx_domains(
+                self.profile_mstx_domain_exclude, "--profile-mstx-domain-exclude"),
         }
         for key, value in normalised.items():
             object.__setattr__(self, key, value)
@@ -140,6 +162,13 @@ class ProfilerConfig:
             raise ConfigError(f"--profile-step-start {self.profile_step_start} must be >= 1 "
                               f"(iterations are numbered from 1, as the training log prints "
                               f"them).")
+        if self.profile_memory_max_entries < 1:
+            raise ConfigError(f"--profile-memory-max-entries {self.profile_memory_max_entries} "
+                              f"must be >= 1 (allocator events kept, e.g. 100000).")
+        if self.profile_mstx_domain_include and self.profile_mstx_domain_exclude:
+            raise ConfigError("--profile-mstx-domain-include and --profile-mstx-domain-exclude "
+                              "are both set; torch_npu would use the include list only: give "
+                              "one of them.")
         if self.profile_every < 0:
             raise ConfigError(f"--profile-every {self.profile_every} must be >= 0 (0 profiles "
                               f"one window).")
@@ -186,6 +215,7 @@ class ProfilerConfig:
         if level == "level_none" and not self.profile_mstx:
             notes.append("--profile-level level_none records nothing without mstx: torch_npu "
                          "(>= 2.7) turns --profile-mstx on by itself.")
+        notes.extend(_mstx_notes(self))
         if self.profile_op_attr and "db" not in self.profile_export_type:
             notes.append("--profile-op-attr needs --profile-export-type db; torch_npu drops it "
                          "with text export.")
@@ -200,7 +230,29 @@ class ProfilerConfig:
         data["profile_host_sys"] = list(self.profile_host_sys)
         data["profile_steps"] = [list(r) for r in self.profile_steps]
         data["profile_stages"] = list(self.profile_stages)
+        data["profile_mstx_domain_include"] = list(self.profile_mstx_domain_include)
+        data["profile_mstx_domain_exclude"] = list(self.profile_mstx_domain_exclude)
         return data
+
+
+# The mstx domain our own ranges (units, forwards, stages) are recorded in: torch_npu's own
+# default, where its ProfilerStep ranges (>= 2.10) and dataloader ranges go too.
+MSTX_DOMAIN = "default"
+
+
+def _mstx_notes(config: ProfilerConfig) -> List[str]:
+    domains = config.profile_mstx_domain_include or config.profile_mstx_domain_exclude
+    if not domains:
+        return []
+    if not config.profile_mstx and config.profile_level != "level_none":
+        return ["--profile-mstx-domain-include/-exclude only apply with --profile-mstx; "
+                "torch_npu clears them without it: add --profile-mstx."]
+    include = config.profile_mstx_domain_include
+    if (include and MSTX_DOMAIN not in include) or MSTX_DOMAIN in config.profile_mstx_domain_exclude:
+        return [f"the mstx domain {MSTX_DOMAIN!r} is left out, and mindspeed_prof's iteration, "
+                f"request, forward and stage ranges are in it: they will not be recorded "
+                f"(add {MSTX_DOMAIN} to --profile-mstx-domain-include to keep them)."]
+    return []
 
 
 KNOBS = {f.name: f for f in dataclasses.fields(ProfilerConfig)}

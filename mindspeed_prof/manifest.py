@@ -210,6 +210,14 @@ class Manifest:
             entries.append(entry)
             self.save()
 
+    def add_oom(self, entry: Dict[str, Any], message: str) -> None:
+        """The allocator ran out of memory; ``entry["snapshot"]`` is the snapshot written then."""
+        oom = dict(entry, snapshot=os.path.relpath(entry["snapshot"], os.path.dirname(self.path)))
+        self.data.setdefault("memory_oom", []).append(oom)
+        self.add_files([entry["snapshot"]], save=False)
+        self.record("error", "memory", message)
+        self.save()  # record() saves only a message it has not seen
+
     def add_files(self, paths, window=None, save=True):
         base = os.path.dirname(self.path)
         for path in paths:
@@ -284,6 +292,7 @@ def open_manifest(plan, backend: Optional[str], *, local_rank: Optional[int],
                   last: Optional[int] = None) -> Manifest:
     """The manifest of a recorder with this plan, claimed for it (ConfigError while another
     open recorder of this process writes the same one) and written as armed."""
+    from .backends.memory import OOM
     from .environment import versions
 
     path = manifest_path(plan.save_path, plan.rank)
@@ -293,4 +302,5 @@ def open_manifest(plan, backend: Optional[str], *, local_rank: Optional[int],
                         selected_ranks=list(plan.selected_ranks), parallel=parallel,
                         versions=versions())
     manifest.describe_run(unit=plan.unit.name, role=plan.role, first=first, last=last)
+    OOM.tell(manifest)  # --profile-memory-oom: an out-of-memory is recorded in it too
     return manifest

@@ -31,7 +31,7 @@ from .manifest import Manifest, open_manifest
 from .notices import announce_plan, config_notes, wrong_thread_words
 from .plan import LayoutOf, Plan, make_plan
 from .session import PROCESS, Session, reporting
-from .startup import check_save_path
+from .startup import check_rank
 from .shutdown import Failure, RecorderShutdown, State
 from .unit_windows import UnitWindows
 from .units import ITERATION, Unit
@@ -120,7 +120,7 @@ class WindowRecorder(RecorderShutdown):
         if self.config.profile:
             announce_plan(plan)  # rank 0 only
         if plan.active:
-            check_save_path(plan.save_path, plan.rank, self.backend_name)
+            check_rank(self.config, plan.rank, plan.save_path, self.backend_name)
             self._budget = plan.check_budget(self.backend_name,
                                              plan.selected_on_node(self.local_rank))
         if plan.idle:

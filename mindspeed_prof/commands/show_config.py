@@ -15,7 +15,7 @@ from mindspeed_prof.arguments.host_defaults import megatron_default_for
 from mindspeed_prof.backends import describe
 from mindspeed_prof.errors import BackendUnavailable, ConfigError
 from mindspeed_prof.plan import make_plan
-from mindspeed_prof.startup import check_save_path
+from mindspeed_prof.startup import check_save_path, memory_device, refuse_armed_profilers
 from mindspeed_prof.units import ITERATION, REQUEST, UNITS, describe_window
 from mindspeed_prof.window import StepSchedule, passed_windows
 
@@ -83,6 +83,7 @@ def resolve(args):
     # As start-up checks a profiled rank (the example rank profiles; an empty selection was
     # refused above).
     _check_save_path_leaving_no_trace(config.profile_save_path, plan.rank, backend)
+    refuse_armed_profilers(config)  # torch_npu's env-armed profilers, as start-up refuses them
     plan.check_budget(backend, 1)
     save_path = os.path.abspath(config.profile_save_path)
     session = plan.first_session() or _trigger_example(plan)
@@ -93,7 +94,8 @@ def resolve(args):
     notes = notes_first + default_notes + (_request_notes() if unit is REQUEST
                                            else _plan_notes(config, plan.windows,
                                                             args.first_iteration))
-    notes += list(config.warnings()) + call_notes
+    notes += list(config.warnings()) + call_notes + _memory_notes(config, backend, folder,
+                                                                  save_path, plan.rank)
     ignored = backends.ignored_flags(backend, config)
     if ignored:
         notes.append(f"ignored by the {backend} backend: {', '.join(ignored)}")
@@ -156,6 +158,27 @@ def _megatron_version(given):
         return version("megatron-core"), "the installed megatron-core"
     except (ImportError, PackageNotFoundError, ValueError):
         return None, None
+
+
+def _memory_notes(config, backend, folder, save_path, rank):
+    """What --profile-memory-* will write, or why this machine could not."""
+    from mindspeed_prof import layout
+
+    notes = []
+    try:
+        device = memory_device(config, backend)
+    except ConfigError as exc:
+        return [f"not runnable on this machine: {exc}"]
+    if config.profile_memory_snapshot:
+        notes.append(f"--profile-memory-snapshot: the {device or 'device'} allocator's history "
+                     f"through each window -> {os.path.join(folder, layout.memory_snapshot_name(rank))}"
+                     f" (each window's folder)")
+    if config.profile_memory_oom:
+        notes.append(f"--profile-memory-oom: the allocator's history from start-up (newest "
+                     f"{config.profile_memory_max_entries} events); on out-of-memory -> "
+                     f"{os.path.join(save_path, layout.memory_oom_name(rank))}, then the error "
+                     f"as before")
+    return notes
 
 
 def _window(schedule, unit=ITERATION):

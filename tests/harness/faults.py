@@ -14,6 +14,11 @@ Iterations are the logged (1-based) numbers. Environment knobs:
   with EFBIG as they fail with ENOSPC on a full disk), so a large trace hits a "full disk";
 * ``HARNESS_CLOCK_AHEAD_AT_ITER=N:SECONDS``: from iteration N on, ``--exit-duration-in-mins``
   reads a clock SECONDS ahead, so a test can make the wall-time limit strike at iteration N;
+* ``HARNESS_NPU_ALLOC_MB=N``: every training step "allocates" N MiB on the torch_npu double's
+  device and frees it (``torch_npu.npu.memory._fake_device_alloc``: tests/fakes on PYTHONPATH), so
+  the allocator has a history to record;
+* ``HARNESS_NPU_OOM_AT_ITER=N``: the step of iteration N asks the double's device for more than it
+  has: torch.OutOfMemoryError, after the out-of-memory observers ran;
 * ``HARNESS_FAULT_RANKS=0,1``: only these global ranks misbehave (default: all).
 
 A knob's value may end in ``@R,R`` to apply to those global ranks only, overriding
@@ -50,6 +55,8 @@ class FaultPlan:
     clock_at: int = None
     clock_ahead_s: float = 0.0
     max_file_kb: int = None
+    npu_alloc_mb: int = None
+    npu_oom_at: int = None
 
     @classmethod
     def from_env(cls, env):
@@ -85,6 +92,8 @@ class FaultPlan:
             clock_at=_optional_int(clock_at),
             clock_ahead_s=float(clock_s or 0.0),
             max_file_kb=_optional_int(knob("HARNESS_MAX_FILE_KB")),
+            npu_alloc_mb=_optional_int(knob("HARNESS_NPU_ALLOC_MB")),
+            npu_oom_at=_optional_int(knob("HARNESS_NPU_OOM_AT_ITER")),
         )
 
     def limit_file_size(self):
@@ -132,6 +141,12 @@ class FaultPlan:
             time.sleep(self.sleep_s)
         if iteration == self.signal_at:
             os.kill(os.getpid(), _SIGNALS[self.signal_name])
+        if self.npu_alloc_mb or iteration == self.npu_oom_at:
+            from torch_npu.npu import memory
+
+            if iteration == self.npu_oom_at:
+                memory._fake_device_alloc(1 << 50)  # more than any device holds
+            memory._fake_device_free(memory._fake_device_alloc(self.npu_alloc_mb << 20))
         if iteration == self.raise_at:
             raise RuntimeError(f"HARNESS_RAISE_AT_ITER: injected failure at iteration {iteration}")
 

@@ -16,6 +16,7 @@ from ..read import jobruns
 from ..read.windows import manifest_window, manifest_windows, rank_from_manifests
 from . import file as filecheck
 from .capture import Kept, check_run, files_to_check
+from .memory import check_snapshots
 from .capture import _ranges as runcheck_ranges
 from .report import CUT, INCOMPLETE, MISSING, RankReport, Report, worst
 
@@ -72,6 +73,10 @@ def check_directory(path: "str | os.PathLike[str]", expected_ranks: Optional[Ite
         ranks = ranks & set(report.covered or ())
     for rank in sorted(ranks):
         report.ranks.append(_rank_report(rank, by_rank.get(rank, []), manifests.get(rank)))
+    # allocator snapshots: this node's ranks only in a per-node report
+    wanted = set(report.covered or ()) if share is not None else (
+        None if expected_ranks is None else expected)
+    check_snapshots(found.root, manifests, report, wanted)
     if not found.runs and not manifests and (share is None or share.takes_unranked):
         report.warnings.append(f"no profiler output under {found.root}: expected *_ascend_pt "
                                f"folders, rank*.pt.trace.json files or "
