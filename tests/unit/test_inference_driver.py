@@ -195,3 +195,36 @@ def test_an_idle_rank_serves_the_work_untouched(tmp_path):
     stream = iter([1, 2])
     assert driver.serve(lambda: stream, (), {}) is stream
     assert driver.requests == 0
+
+
+def test_a_stream_that_raises_mid_way_cuts_its_request_and_the_error_reaches_the_reader(
+        tmp_path):
+    driver = armed(config(tmp_path))
+    one_request(driver)
+
+    def generate():
+        def tokens():
+            for i in range(4):
+                if i == 2:
+                    raise RuntimeError("device lost at token 2")
+                with driver.forward():
+                    work()
+                yield i
+        return tokens()
+
+    read = []
+    try:
+        for token in driver.serve(generate, (), {}):
+            read.append(token)
+    except RuntimeError as error:
+        read.append(str(error))
+    one_request(driver)
+    driver.close()
+    assert read == [0, 1, "device lost at token 2"]
+    data = manifest(tmp_path / "prof", 0)
+    (planned,) = data["planned"]
+    assert (planned["status"], planned["cut"], planned["recorded"]) == (
+        "cut", {"reason": "exception", "in_progress": 2}, [3])
+    traces = {os.path.basename(os.path.dirname(t)): t for t in torch_traces(tmp_path / "prof")}
+    names = [e["name"] for e in events(traces["req_2-2"])]
+    assert (names.count("prefill"), names.count("decode")) == (1, 1)
