@@ -302,3 +302,19 @@ def test_a_class_method_target_is_wrapped_and_undone(monkeypatch):
 @pytest.fixture(autouse=True)
 def _no_leftover_patches(undo_patches):
     yield
+
+
+@pytest.mark.parametrize("server", [True, False], ids=["server", "offline"])
+def test_a_process_that_imported_megatrons_text_generation_server_is_a_server(tmp_path, server):
+    found = run_python(tmp_path, f"""
+        if {server}:
+            import megatron.core.inference.text_generation_server  # what the server tool imports
+        hook_inference()
+        from mindspeed_llm.tasks.inference.module import MegatronModuleForCausalLM
+        MegatronModuleForCausalLM().generate("1 2", max_new_tokens=2)
+        state.inference.close("signal", "SIGTERM")  # before the window of requests 2-3
+        print(json.dumps(None))
+    """, *LLM)
+    owner = "the server" if server else "the inference process"
+    assert f"{owner} ended (signal) before request 2; nothing was profiled" in [
+        w["message"] for w in manifest(tmp_path / "prof", 0)["warnings"]]
