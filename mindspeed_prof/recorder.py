@@ -164,10 +164,11 @@ class WindowRecorder(RecorderShutdown):
             if ended:
                 self._finish_window()  # the window ended among units the host skipped
 
-    def end(self, n: int, failure: Optional[Failure] = None) -> None:
+    def end(self, n: int, failure: Optional[Failure] = None, *, fatal: bool = True) -> None:
         """Unit ``n`` finished; ``failure`` (reason, detail): an exception ended it, so it is not
-        a recorded unit and its window is cut (what ran before it stays)."""
-        if failure is not None:
+        a recorded unit and its window is cut (what ran before it stays). ``fatal=False``: a cut
+        that cannot be how the process ends (a request whose caller left its stream unread)."""
+        if failure is not None and fatal:
             self._failure = failure
         if self._state is not State.RUNNING or not self._on_session_thread("step"):
             return
