@@ -152,8 +152,11 @@ class RecorderShutdown:
         if self.closed:
             return
         self.closed = True
-        if reason == "process exit" and self._failure is not None:
-            # The exit flush does not know how the process ended; the unit that failed does.
+        if reason == "process exit" and self._failure is not None \
+                and self._failure[0] in ("sys.exit", "interrupted"):
+            # The exit flush does not know how the process ended; a unit that sys.exit or
+            # Ctrl-C ended does (an exception that ended the process is sys.last_value, and one
+            # the host caught and served on from is no way the process ended).
             reason, detail = self._failure
         pending = False
         # Whatever ends the process (a job-wide signal killing the DataLoader workers, a second
