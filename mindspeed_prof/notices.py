@@ -53,6 +53,13 @@ def announce_plan(plan) -> None:
                  f"{config.profile_trigger_file} --steps N` profiles the next N "
                  f"{unit.plural} on rank(s) {chosen} -> {where}")
         return
+    if config.captures:
+        from .anomaly import rules_in_words
+
+        rules = rules_in_words(config, unit.name, unit.plural, f"the selected rank(s) {chosen}")
+        log.info(f"armed for captures: {rules} -> {where}")
+        if not plans:
+            return
     shown = ", ".join(describe_window(p, unit, plan.session_per_unit) for p in plans[:3])
     more = f" and {len(plans) - 3} more windows" if len(plans) > 3 else ""
     who = f"{plan.role}: " if plan.role else ""

@@ -37,6 +37,6 @@ def preflight(config: ProfilerConfig, *, rank: int, world_size: int) -> None:
     if not config.profile or ranks.needs_topology(config.profile_ranks):
         return
     selected = ranks.resolve(config.profile_ranks, world_size)
-    if rank in selected or config.profile_trigger_file:
+    if rank in selected or config.profile_trigger_file or config.profile_on_straggler:
         backend_name, _ = backends.choose(config)
         check_save_path(config.profile_save_path, rank, backend_name)

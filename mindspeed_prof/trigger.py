@@ -93,13 +93,18 @@ class TriggerWatcher:
 
     def check(self, iteration):
         """The new request (a dict) every rank agrees on at ``iteration``, or None."""
-        request = self._read_new() if self.rank == 0 else None
+        request = self.read_new() if self.rank == 0 else None
         request = self._share(request)
         if request is not None:
-            self._handled.add(request["id"])
+            self.accepted(request)
         return request
 
-    def _read_new(self):
+    def accepted(self, request):
+        """Every rank received ``request`` (from ``check``, or the capture rules' exchange)."""
+        self._handled.add(request["id"])
+
+    def read_new(self):
+        """Rank 0: the new request in the file, or None (one ``stat`` when nothing changed)."""
         try:
             stat = os.stat(self.path)
         except OSError:
