@@ -40,8 +40,34 @@ SLOW_STEP = "slow step"
 STRAGGLER = "straggler"
 
 
+# The ratios a rule saw are counted above these (the manifest's ``ratios_seen``): how close
+# ordinary jitter came to each factor, to choose one without guessing.
+RATIO_MARKS = (1.25, 1.5, 2.0, 3.0, 5.0)
+
+
 def _r(seconds: float) -> float:
     return round(float(seconds), 6)
+
+
+class RatioStats:
+    """How many judged ratios (value / median) reached each mark, and the largest."""
+
+    def __init__(self) -> None:
+        self.judged = 0
+        self.largest: Optional[float] = None
+        self.over = {mark: 0 for mark in RATIO_MARKS}
+
+    def add(self, ratio: float) -> None:
+        self.judged += 1
+        self.largest = ratio if self.largest is None else max(self.largest, ratio)
+        for mark in RATIO_MARKS:
+            if ratio > mark:
+                self.over[mark] += 1
+
+    def as_dict(self) -> Dict[str, Any]:
+        return {"judged": self.judged,
+                "largest": None if self.largest is None else round(self.largest, 3),
+                "over": {f"{mark:g}": count for mark, count in self.over.items()}}
 
 
 class RollingMedian:
@@ -86,16 +112,16 @@ class SpikeRule:
     def __init__(self, factor: float, warmup_until: int, size: int = MEDIAN_OF) -> None:
         self.factor, self.warmup_until = factor, warmup_until
         self.history = RollingMedian(size)
-        self.judged = 0
+        self.seen = RatioStats()
 
     def observe(self, n: int, seconds: float) -> Optional[Spike]:
         """Judge unit ``n`` against the units before it, then let it join the median."""
         if n <= self.warmup_until:
             return None  # start-up is slow (compilation, allocator, caches): never judged
         median, spike = self.history.median(), None
-        if median is not None and len(self.history) >= MIN_SAMPLES:
-            self.judged += 1
-            if median > 0 and seconds > self.factor * median:
+        if median is not None and len(self.history) >= MIN_SAMPLES and median > 0:
+            self.seen.add(seconds / median)
+            if seconds > self.factor * median:
                 spike = Spike(n, seconds, median, len(self.history), self.factor)
         self.history.add(seconds)
         return spike
@@ -129,17 +155,18 @@ class StragglerRule:
     def __init__(self, factor: float, confirm: int = STRAGGLER_CONFIRM) -> None:
         self.factor, self.confirm = factor, confirm
         self._streak: Tuple[Optional[int], int] = (None, 0)
-        self.judged = 0
+        self.seen = RatioStats()
 
     def judge(self, numbers: Sequence[Optional[float]]) -> Optional[Straggler]:
         known = [(x, r) for r, x in enumerate(numbers) if x is not None]
         if len(known) < 2:
             self._streak = (None, 0)
             return None
-        self.judged += 1
         slowest, rank = max(known, key=lambda t: (t[0], -t[1]))
         others = sorted(t for t in known if t[1] != rank)
         median = statistics.median(x for x, _ in others)
+        if median > 0:
+            self.seen.add(slowest / median)
         if median <= 0 or slowest <= self.factor * median:
             self._streak = (None, 0)
             return None
@@ -260,39 +287,3 @@ def decide(n: int, *, spike: Optional[Dict[str, Any]], straggler: Optional[Strag
     evidence.update(capture=number, max_captures=limits.max_captures, seen_at=n)
     windows.add(first, last)
     return Capture(number, first, last, ranks, evidence), None
-
-
-def describe(evidence: Dict[str, Any], unit_name: str = "iteration") -> str:
-    """One line saying why a capture was taken, from its manifest evidence."""
-    try:
-        if evidence.get("rule") == SLOW_STEP:
-            return (f"slow step: {unit_name} {evidence['unit']} took {evidence['seconds']:.3g} s, "
-                    f"{evidence['ratio']:.2f}x the median {evidence['median_s']:.3g} s of the "
-                    f"{evidence['median_of']} before it (factor {evidence['factor']:g})")
-        if evidence.get("rule") == STRAGGLER:
-            return (f"straggler: rank {evidence['straggler']} computed {evidence['seconds']:.3g} "
-                    f"s per {unit_name}, {evidence['ratio']:.2f}x the other ranks' median "
-                    f"{evidence['median_s']:.3g} s (factor {evidence['factor']:g}); reference "
-                    f"rank {evidence['reference']}")
-        if evidence.get("rule") == "request":
-            return f"on request {evidence.get('request')} (mindspeed-prof trigger)"
-    except (KeyError, TypeError, ValueError):
-        pass
-    return f"{evidence.get('rule', 'unknown rule')}"
-
-
-def rules_in_words(config: Any, unit_name: str = "iteration", plural: str = "iterations",
-                   chosen: str = "the selected ranks") -> str:
-    """The capture rules of ``config`` as one sentence (start-up log, show-config)."""
-    rules = []
-    if config.profile_on_slow_step is not None:
-        rules.append(f"a slow {unit_name} (over {config.profile_on_slow_step:g}x the median of "
-                     f"the last {MEDIAN_OF}) captures {chosen}")
-    if config.profile_on_straggler is not None:
-        rules.append(f"a straggler (a rank whose compute time is over "
-                     f"{config.profile_on_straggler:g}x the other ranks' median at "
-                     f"{STRAGGLER_CONFIRM} polls in a row) captures that rank and a median one")
-    return (f"{' and '.join(rules)}, for {config.profile_capture_steps} {plural} from the next "
-            f"poll (every {config.profile_trigger_poll} {plural}, judged after the first "
-            f"{config.profile_capture_warmup}); at most {config.profile_max_captures} "
-            f"captures, {config.profile_capture_cooldown} {plural} apart")

@@ -22,12 +22,14 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from . import collective_wait, log
 from .anomaly import (SLOW_STEP, STRAGGLER, Capture, CaptureLimits, JobWindows, SpikeRule,
-                      StragglerRule, decide, describe)
+                      StragglerRule, decide)
+from .capture_words import describe
 from .notices import short_ranks
 from .window import OPEN_ENDED, StepSchedule
 
 # Refused captures the manifest lists (the count goes on).
 NOT_CAPTURED_LISTED = 10
+_clock = time.perf_counter  # module-level, so a test can drive the unit times
 
 
 def measures(plan: Any) -> bool:
@@ -57,7 +59,7 @@ class StepClock:
         if self.on:
             self._n = n
             self._w0 = collective_wait.waited() if self._waits else 0.0
-            self._t0 = time.perf_counter()
+            self._t0 = _clock()
 
     def ended(self, n: int, failed: bool = False) -> None:
         if n != self._n:
@@ -65,7 +67,7 @@ class StepClock:
         self._n = None
         if failed or not self.on:
             return
-        seconds = time.perf_counter() - self._t0
+        seconds = _clock() - self._t0
         waited = collective_wait.waited() - self._w0 if self._waits else 0.0
         self.pending.append((n, seconds, waited))
 
@@ -265,5 +267,6 @@ class CapturePoll:
                           for c in self.captures],
                 "not_captured": self.not_captured_count,
                 "not_captured_first": self.not_captured,
-                "judged": {SLOW_STEP: self.spike.judged if self.spike else None,
-                           STRAGGLER: self.straggler.judged if self.straggler else None}}
+                "ratios_seen": {SLOW_STEP: self.spike.seen.as_dict() if self.spike else None,
+                                STRAGGLER: self.straggler.seen.as_dict() if self.straggler
+                                else None}}

@@ -54,7 +54,7 @@ def announce_plan(plan) -> None:
                  f"{unit.plural} on rank(s) {chosen} -> {where}")
         return
     if config.captures:
-        from .anomaly import rules_in_words
+        from .capture_words import rules_in_words
 
         rules = rules_in_words(config, unit.name, unit.plural, f"the selected rank(s) {chosen}")
         log.info(f"armed for captures: {rules} -> {where}")

@@ -13,6 +13,7 @@ from ..progress import Progress
 from ..read import discover as discovery
 from ..read import jobruns
 from ..read.windows import manifest_window, manifest_windows, rank_from_manifests
+from . import captures as capturecheck
 from . import file as filecheck
 from .capture import Kept, check_run, files_to_check
 from .capture import _ranges as runcheck_ranges
@@ -52,6 +53,7 @@ def check_directory(path, expected_ranks=None):
         chosen = manifest_window(run, manifest)
         checked = check_run(run, _window(run, chosen), _config(manifest), read_ahead,
                             _kept(chosen))
+        checked.trigger = capturecheck.reason_line(chosen, manifest)
         if run.rank is None:
             report.unranked.append(checked)
         else:
@@ -155,6 +157,10 @@ def _rank_report(rank, runs, manifest):
     if manifest is not None:
         rank_report.manifest = manifest.rel
         _apply_manifest(rank_report, manifest)
+    nothing = capturecheck.nothing_captured(manifest) if not runs else None
+    if nothing is not None and rank_report.verdict != INCOMPLETE:
+        rank_report.notes.append(nothing)  # armed for captures, none taken: nothing missing
+        return rank_report
     if not runs:
         rank_report.verdict = MISSING
         rank_report.problems.insert(0, "no output for this rank" + (
@@ -183,7 +189,7 @@ def _apply_manifest(rank_report, manifest):
         rank_report.verdict = worst(rank_report.verdict, INCOMPLETE)
         rank_report.problems.append(f"{manifest.rel} reports status {status!r}"
                                     + (" (its errors are listed)" if rank_report.errors else ""))
-    elif status in UNFINISHED_STATUSES:
+    elif status in UNFINISHED_STATUSES and (status == "running" or data.get("exit") is None):
         rank_report.warnings.append(f"{manifest.rel} still says {status!r}: the training process "
                                     f"ended without closing the profiler (killed?)")
     elif status == "parsing":

@@ -50,6 +50,7 @@ class RunReport:
     files: list = field(default_factory=list)  # FileCheck
     settings: str = None  # "level1 text", NPU captures only
     steps: list = field(default_factory=list)
+    trigger: str = None  # why a capture no plan asked for was taken (its manifest window's)
 
     def fail(self, verdict, problem):
         self.verdict = worst(self.verdict, verdict)
@@ -61,6 +62,7 @@ class RunReport:
             "rank_source": self.rank_source, "timestamp": self.timestamp,
             "window": list(self.window) if self.window else None,
             "verdict": self.verdict, "settings": self.settings, "steps": self.steps,
+            "trigger": self.trigger,
             "problems": self.problems, "warnings": self.warnings,
             "errors": self.errors, "error_count": self.error_count,
             "files": [f.as_dict() for f in self.files],
@@ -75,6 +77,7 @@ class RankReport:
     problems: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
     errors: list = field(default_factory=list)  # from our manifest
+    notes: list = field(default_factory=list)  # what is fine but worth saying (no capture)
     manifest: str = None
     manifest_status: str = None
     msprof_analyze_pick: str = None
@@ -83,7 +86,7 @@ class RankReport:
         return {
             "rank": self.rank, "verdict": self.verdict, "manifest": self.manifest,
             "manifest_status": self.manifest_status, "problems": self.problems,
-            "warnings": self.warnings, "errors": self.errors,
+            "warnings": self.warnings, "errors": self.errors, "notes": self.notes,
             "msprof_analyze_pick": self.msprof_analyze_pick,
             "runs": [r.as_dict() for r in self.runs],
         }
