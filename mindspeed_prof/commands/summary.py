@@ -37,6 +37,10 @@ def run(args):
     if roots and not (len(roots) == 1 and roots[0].rel == "."):
         return _roles(args, roots)
     summary = summarize_directory(args.directory, top=args.top)
+    from mindspeed_prof.output.render.captures import captures_lines
+    from mindspeed_prof.output.summary.captures import compare_captures
+
+    captures = compare_captures(args.directory, top=args.top)  # [] unless a rule took some
     plotted = None
     if args.plot:
         from mindspeed_prof.output.render.plot import plot_breakdown
@@ -46,11 +50,16 @@ def run(args):
                   f"times (run `mindspeed-prof check {args.directory}` to see why).",
                   file=sys.stderr)
     if args.json:
-        print(render_summary.summary_json(summary))
+        import json
+
+        print(json.dumps({**render_summary.summary_dict(summary), "captures": captures},
+                         indent=2, default=str))
     elif args.csv:
         print(render_summary.summary_csv(summary), end="")
     else:
         print(render_summary.summary_table(summary))
+        for line in captures_lines(captures):
+            print(line)
         if plotted:
             print(f"\nplot written to {plotted}")
     if not summary.summarised:
