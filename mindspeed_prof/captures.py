@@ -4,10 +4,13 @@
 --profile-trigger-poll == 0``) each rank makes exactly one exchange, whichever of the trigger
 file and the two rules are on:
 
-- the slow-step rule alone (or with the trigger): one broadcast from rank 0, the trigger's own
-  (``broadcast_object_list``), carrying the trigger request and rank 0's spike evidence;
-- with the straggler rule: one all-gather instead (``all_gather_object``): each rank adds its
-  number, rank 0 also the request and its spike evidence.
+- the trigger file and/or the slow-step rule: one broadcast from rank 0, carrying the trigger
+  request and rank 0's spike evidence;
+- with the straggler rule: one all-gather instead: each rank adds its number, rank 0 also the
+  request and its spike evidence.
+
+Both are one fixed-size tensor of JSON (``exchange.py``), where the trigger alone used to make
+two collectives (``broadcast_object_list``: the size, then the pickled bytes).
 
 Every rank then runs the same pure decision on the same exchanged data, so all of them agree on
 the capture (its units, its ranks, its number) and on every window the job has, without a
@@ -20,7 +23,7 @@ import statistics
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import collective_wait, log
+from . import collective_wait, exchange, log
 from .anomaly import (SLOW_STEP, STRAGGLER, Capture, CaptureLimits, JobWindows, SpikeRule,
                       StragglerRule, decide)
 from .capture_words import describe
@@ -175,13 +178,10 @@ class CapturePoll:
             if self.straggler is not None and not self.measure.startswith("compute"):
                 self._say_once("measure", f"--profile-on-straggler compares each rank's "
                                           f"{self.measure}; a synchronous job evens that out")
+        device = _collective_device(dist)
         if self.straggler is not None:
-            gathered: List[Any] = [None] * self.world_size
-            dist.all_gather_object(gathered, mine)
-            return gathered
-        holder = [mine if self.rank == 0 else None]
-        dist.broadcast_object_list(holder, src=0, device=_collective_device(dist))
-        return holder
+            return exchange.all_gather(mine, world_size=self.world_size, device=device)
+        return [exchange.broadcast(mine, rank=self.rank, device=device)]
 
     # -- what was agreed ------------------------------------------------------------------------
 

@@ -165,24 +165,36 @@ def test_the_straggler_rule_in_a_one_rank_job_says_it_never_captures(tmp_path, c
 
 class TwoRanks:
     """torch.distributed as rank 0 of a two-rank gloo job sees it; rank 1 contributes
-    ``other`` to every all-gather. Counts every collective the poll makes."""
+    ``other`` to every all-gather. Counts every collective the poll could make."""
 
     def __init__(self, monkeypatch, other=None):
-        self.broadcasts = self.gathers = 0
+        self.broadcasts = self.gathers = self.others = 0
         self.other = other or {}
         monkeypatch.setattr(dist, "is_initialized", lambda: True)
         monkeypatch.setattr(dist, "get_backend", lambda group=None: "gloo")
         monkeypatch.setattr(dist, "get_rank", lambda group=None: 0)
         monkeypatch.setattr(dist, "get_world_size", lambda group=None: 2)
-        monkeypatch.setattr(dist, "broadcast_object_list", self.broadcast)
-        monkeypatch.setattr(dist, "all_gather_object", self.all_gather)
+        monkeypatch.setattr(dist, "broadcast", self.broadcast)
+        monkeypatch.setattr(dist, "all_gather", self.all_gather)
+        for name in ("broadcast_object_list", "all_gather_object", "all_reduce", "barrier",
+                     "all_gather_into_tensor"):
+            monkeypatch.setattr(dist, name, self.another)
 
-    def broadcast(self, holder, src=0, group=None, device=None):
-        self.broadcasts += 1
+    def broadcast(self, tensor, src=0, group=None, async_op=False):
+        self.broadcasts += 1  # rank 0 is the source: its tensor is what every rank gets
 
-    def all_gather(self, out, obj, group=None):
+    def all_gather(self, rows, tensor, group=None, async_op=False):
+        import torch
+
+        from mindspeed_prof import exchange
+
         self.gathers += 1
-        out[0], out[1] = json.loads(json.dumps(obj)), dict(self.other)
+        rows[0].copy_(tensor)
+        rows[1].copy_(exchange._pack(torch, exchange._encode(self.other), tensor.numel(),
+                                     tensor.device))
+
+    def another(self, *args, **kwargs):
+        self.others += 1
 
 
 def two_rank_loop(config, clock, iterations=20, times=None):
@@ -210,7 +222,7 @@ def test_every_poll_makes_exactly_one_collective_whichever_rules_are_on(
     if knobs.get("profile_trigger_file"):
         knobs["profile_trigger_file"] = str(tmp_path / "trigger.json")
     two_rank_loop(settings(tmp_path / "prof", profile_max_captures=5, **knobs), clock)
-    assert (group.broadcasts, group.gathers) == (broadcasts, gathers)
+    assert (group.broadcasts, group.gathers, group.others) == (broadcasts, gathers, 0)
 
 
 def test_a_straggler_among_two_ranks_is_captured_with_this_rank_as_its_reference(
@@ -245,3 +257,22 @@ def test_work_wait_is_timed_only_with_the_straggler_rule_and_put_back_at_close(
         assert Work.wait is original  # the slow-step rule times units, not collectives
         prof.step()
     assert collective_wait.waited() == 0.0
+
+
+def test_a_trigger_request_during_a_capture_is_ignored_and_one_after_it_says_it_was_requested(
+        tmp_path, clock):
+    from mindspeed_prof import trigger
+
+    request_file = tmp_path / "trigger.json"
+    config = settings(tmp_path / "prof", profile_trigger_file=str(request_file))
+    with mindspeed_prof.profile(config, train_iters=30) as prof:
+        for n in range(1, 31):
+            clock.now += 0.5 if n == 12 else 0.1
+            if n in (14, 20):  # read at the polls of 15 (inside the capture) and 21
+                trigger.write_request(str(request_file), steps=2)
+            prof.step()
+    found = windows(tmp_path / "prof")
+    assert list(found) == ["iter_13-15", "iter_22-23"]
+    assert found["iter_22-23"]["trigger"]["rule"] == "request"
+    warnings = [w["message"] for w in manifest(tmp_path / "prof", 0)["warnings"]]
+    assert any("ignored at iteration 15: a window is still running" in w for w in warnings)
