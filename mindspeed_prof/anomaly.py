@@ -278,11 +278,15 @@ def decide(n: int, *, spike: Optional[Dict[str, Any]], straggler: Optional[Strag
     span = None if why else capture_span(n, steps, last_unit, windows)
     if why is None and span is None:
         why = "no unit is left before the next window or the end"
-    if why is not None:
+    if why is not None or span is None:
         return None, why
     first, last = span
-    evidence = dict(spike) if spike is not None else straggler.evidence()
-    ranks = None if spike is not None else tuple(sorted({straggler.rank, straggler.reference}))
+    if spike is not None:
+        evidence, ranks = dict(spike), None
+    else:
+        assert straggler is not None  # one of the two, or the early return above
+        evidence = straggler.evidence()
+        ranks = tuple(sorted({straggler.rank, straggler.reference}))
     number = limits.took(last)
     evidence.update(capture=number, max_captures=limits.max_captures, seen_at=n)
     windows.add(first, last)

@@ -153,7 +153,8 @@ class CapturePoll:
                                         units=(shared[straggler.rank] or {}).get("units"))
             self._took(capture)
         elif why is not None:
-            self._refused(n, lead.get("spike") or straggler.evidence(), why)
+            seen = lead.get("spike") or (straggler.evidence() if straggler is not None else {})
+            self._refused(n, seen, why)
         if self.done:
             self.stop()
         return None, capture

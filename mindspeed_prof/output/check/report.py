@@ -50,7 +50,7 @@ class RunReport:
     files: list = field(default_factory=list)  # FileCheck
     settings: str = None  # "level1 text", NPU captures only
     steps: list = field(default_factory=list)
-    trigger: str = None  # why a capture no plan asked for was taken (its manifest window's)
+    trigger: "str | None" = None  # why a capture no plan asked for was taken (its manifest window's)
 
     def fail(self, verdict, problem):
         self.verdict = worst(self.verdict, verdict)
