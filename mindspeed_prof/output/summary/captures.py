@@ -143,7 +143,9 @@ def _compare(capture, top):
     if anomalous not in read:
         result["notes"].append(f"rank {anomalous}'s capture is not under this directory")
         return result
+    numbers = trigger.get("per_rank_s") if isinstance(trigger.get("per_rank_s"), dict) else {}
     mine = _side(anomalous, read[anomalous], capture.runs[anomalous])
+    mine["judged_s"] = numbers.get(str(anomalous))
     result["anomalous"] = mine
     if reference is None or reference not in read:
         result["notes"].append("no reference rank recorded this capture: " + (
@@ -152,6 +154,7 @@ def _compare(capture, top):
         result["anomalous"]["vs_median"] = _vs_median(mine, trigger)
     else:
         theirs = _side(reference, read[reference], capture.runs[reference])
+        theirs["judged_s"] = numbers.get(str(reference))
         result["reference"] = theirs
         result["grew"] = _grew(mine["_per_step"], theirs["_per_step"], top)
         theirs.pop("_per_step")
