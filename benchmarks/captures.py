@@ -133,28 +133,37 @@ def _rank_main(rank, port, tmp, units, reps, queue):
 
     per_unit = interleave_all([loop(i) for i in range(len(CASES))], reps, warmup=1)
     x = torch.zeros(1)
-    from mindspeed_prof import collective_wait
 
-    def reduce(timed):
+    def reduce(i):
+        dist.barrier()
+        began = now_ns()
+        for _ in range(units):
+            dist.all_reduce(x)
+        return (now_ns() - began) / units
+
+    from mindspeed_prof import exchange
+
+    payload = {"request": None, "spike": None}
+    calls = [lambda: dist.broadcast_object_list([payload], src=0),
+             lambda: exchange.broadcast(payload, rank=rank, device=torch.device("cpu")),
+             lambda: exchange.all_gather({"number": 0.1}, world_size=2,
+                                         device=torch.device("cpu"))]
+
+    def repeat(call):
         def run(i):
-            if timed:
-                collective_wait.install()
             dist.barrier()
             began = now_ns()
             for _ in range(units):
-                dist.all_reduce(x)
-            elapsed = now_ns() - began
-            if timed:
-                collective_wait.uninstall()
-            return elapsed / units
+                call()
+            return (now_ns() - began) / units
         return run
 
-    plain, timed = interleave(reduce(False), reduce(True), reps, warmup=1)
+    raw = interleave_all([repeat(c) for c in calls] + [reduce], reps, warmup=1)
     for recorder in recorders:
         recorder.close("finished")
     dist.destroy_process_group()
     if rank == 0:
-        queue.put((per_unit, plain, timed))
+        queue.put((per_unit, raw))
 
 
 def _poll_rows(quick, tmp):
@@ -168,7 +177,7 @@ def _poll_rows(quick, tmp):
                  for r in range(2)]
     for process in processes:
         process.start()
-    per_unit, plain, timed = queue.get(timeout=600)
+    per_unit, raw = queue.get(timeout=600)
     for process in processes:
         process.join(timeout=60)
     base = per_unit[0]
@@ -183,17 +192,59 @@ def _poll_rows(quick, tmp):
                         value=value, unit="us/poll", spread=spread_text(added, "{:.1f}"),
                         target="", note=f"per step at the default --profile-trigger-poll "
                                         f"{POLL}: {value / POLL:.1f} us"))
-    added = [(b - a) / 1000 for a, b in zip(plain, timed)]
-    rows.append(Row(figure="8 captures", compared="Work.wait timing (--profile-on-straggler): "
-                    "one-float all_reduce with vs without", value=median(added),
-                    unit="us/collective", spread=spread_text(added, "{:.2f}"), target="",
-                    note=f"all_reduce without it {median(plain) / 1000:.1f} us"))
+    reduce_us = median(raw[-1]) / 1000
+    for what, values in zip(("broadcast_object_list (the trigger's broadcast before: 2 "
+                             "collectives)", "exchange.broadcast (1 collective)",
+                             "exchange.all_gather (1 collective)"), raw[:-1]):
+        rows.append(Row(figure="8 captures", compared=f"one poll's exchange alone: {what}",
+                        value=median(values) / 1000, unit="us",
+                        spread=spread_text([v / 1000 for v in values], "{:.1f}"), target="",
+                        note=f"{median(values) / 1000 / reduce_us:.2f}x a one-float all_reduce "
+                             f"({reduce_us:.0f} us) in the same run"))
     return rows
+
+
+def _wait_rows(quick):
+    """The ``Work.wait`` timing alone: a one-rank gloo group, whose collectives never wait for
+    anyone, so the difference is the wrapper's own cost per collective."""
+    import torch
+    import torch.distributed as dist
+
+    from mindspeed_prof import collective_wait
+
+    n, reps = (2_000, 3) if quick else (20_000, 15)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    x = torch.zeros(1)
+
+    def reduce(timed):
+        def run(i):
+            if timed:
+                collective_wait.install()
+            gc.disable()
+            began = now_ns()
+            for _ in range(n):
+                dist.all_reduce(x)
+            elapsed = now_ns() - began
+            gc.enable()
+            if timed:
+                collective_wait.uninstall()
+            return elapsed / n
+        return run
+
+    plain, timed = interleave(reduce(False), reduce(True), reps, warmup=2)
+    dist.destroy_process_group()
+    added = [(b - a) / 1000 for a, b in zip(plain, timed)]
+    return [Row(figure="8 captures", compared="Work.wait timing (--profile-on-straggler): "
+                "one-float all_reduce with vs without, one-rank gloo group",
+                value=median(added), unit="us/collective", spread=spread_text(added, "{:.2f}"),
+                target="", note=f"{reps} batches of {n}; all_reduce without it "
+                                f"{median(plain) / 1000:.1f} us")]
 
 
 def measure(quick=False):
     with tempfile.TemporaryDirectory(prefix="mindspeed_prof_bench_captures_") as tmp:
-        return _hook_rows(quick, tmp) + _poll_rows(quick, tmp)
+        return _hook_rows(quick, tmp) + _wait_rows(quick) + _poll_rows(quick, tmp)
 
 
 if __name__ == "__main__":
