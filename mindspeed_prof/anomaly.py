@@ -283,10 +283,11 @@ def decide(n: int, *, spike: Optional[Dict[str, Any]], straggler: Optional[Strag
     first, last = span
     if spike is not None:
         evidence, ranks = dict(spike), None
-    else:
-        assert straggler is not None  # one of the two, or the early return above
+    elif straggler is not None:
         evidence = straggler.evidence()
         ranks = tuple(sorted({straggler.rank, straggler.reference}))
+    else:  # not reached: no anomaly returned at the top
+        return None, None
     number = limits.took(last)
     evidence.update(capture=number, max_captures=limits.max_captures, seen_at=n)
     windows.add(first, last)

@@ -100,15 +100,13 @@ def test_the_warm_up_and_the_profiled_iterations_are_never_judged(tmp_path, cloc
     assert seen["judged"] > 0 and seen["largest"] == pytest.approx(1.0)
 
 
-def test_after_the_last_capture_nothing_is_timed_or_judged_any_more(tmp_path, clock):
-    prof = train(settings(tmp_path, profile_max_captures=1), clock, {12: 0.5, 25: 0.9})
+def test_after_the_last_capture_nothing_is_judged_any_more(tmp_path, clock):
+    train(settings(tmp_path, profile_max_captures=1), clock, {12: 0.5, 25: 0.9})
     summary = manifest(tmp_path, 0)["captures"]
     assert [t["first"] for t in summary["taken"]] == [13]
     assert summary["not_captured"] == 0  # 25 was never judged: the poll had ended
     # iterations 4-8 make the median's first five units; 9-12 were judged, then the poll ended
     assert summary["ratios_seen"]["slow step"]["judged"] == 4
-    poll = prof.manager.recorder._poller
-    assert poll.done and not poll.clock.on and poll.clock.pending == []
 
 
 def test_a_capture_ends_with_training_and_before_a_planned_window(tmp_path, clock):
@@ -239,6 +237,24 @@ def test_a_straggler_among_two_ranks_is_captured_with_this_rank_as_its_reference
     # polls 5 and 6 found rank 1 beyond the factor (two in a row); with the one capture
     # allowed taken, every rank stops polling at once: no all-gather after iteration 6
     assert group.gathers == 6
+
+
+def test_after_the_last_capture_work_wait_is_put_back_before_the_run_ends(
+        tmp_path, clock, monkeypatch):
+    from torch._C._distributed_c10d import Work
+
+    original = Work.wait
+    TwoRanks(monkeypatch, other={"number": 0.5})
+    config = settings(tmp_path, profile_on_slow_step=None, profile_on_straggler=1.5,
+                      profile_max_captures=1)
+    timed = []
+    with mindspeed_prof.profile(config, rank=0, world_size=2, train_iters=20) as prof:
+        for n in range(1, 21):
+            clock.now += 0.1
+            timed.append(Work.wait is not original)
+            prof.step()
+    # the capture was agreed at the poll of iteration 6, before its work ran
+    assert timed[:5] == [True] * 5 and timed[5:] == [False] * 15
 
 
 def test_work_wait_is_timed_only_with_the_straggler_rule_and_put_back_at_close(
