@@ -104,3 +104,17 @@ def test_a_long_run_with_only_ordinary_jitter_captures_nothing_and_check_says_wh
     assert code == 0, report
     assert all(r["notes"][0].startswith("armed for captures, none taken: no anomaly")
                for r in report["ranks"])
+
+
+def test_with_both_rules_on_and_a_capture_taken_the_losses_are_bit_identical(tmp_path):
+    save = tmp_path / "on" / "prof"
+    plain = train(tmp_path / "off", default_args(train_iters=16)).check()
+    args = default_args(train_iters=16) + capture_flags(
+        save, "--profile-on-slow-step", 12, "--profile-on-straggler", 4,
+        "--profile-trigger-poll", 1)
+    # a slow iteration on rank 1 makes a capture, so the losses cover profiled iterations too
+    on = train(tmp_path / "on", args, env=env_for(tmp_path / "on",
+                                                   HARNESS_SLEEP_AT_ITER="12:3@1")).check()
+    assert len(torch_traces(save)) == 2, on.describe()
+    for rank in (0, 1):
+        assert on.losses(rank) == plain.losses(rank) and len(plain.losses(rank)) == 16
