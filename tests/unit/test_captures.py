@@ -127,7 +127,9 @@ def test_slow_requests_are_captured_as_the_next_requests_each_in_its_own_folder(
     assert list(found) == ["req_11-11", "req_12-12", "req_13-13"]
     assert all(w["trigger"]["rule"] == "slow step" and w["trigger"]["unit"] == 10
                for w in found.values())
-    assert "request 10 took 0.4 s" in check(tmp_path)[1]["ranks"][0]["runs"][0]["trigger"]
+    code, report = check(tmp_path)
+    assert code == 0, report
+    assert "request 10 took 0.4 s" in report["ranks"][0]["runs"][0]["trigger"]
 
 
 def test_a_slow_rl_step_of_a_role_is_captured_as_its_next_rl_steps(tmp_path, clock):
@@ -141,6 +143,7 @@ def test_a_slow_rl_step_of_a_role_is_captured_as_its_next_rl_steps(tmp_path, clo
     prof.close()
     assert [w["dir"] for w in manifest(tmp_path / "actor", 0)["windows"]] == [
         "step_10-10", "step_11-11"]
+    assert check(tmp_path / "actor")[0] == 0
 
 
 def test_a_capture_rule_with_profile_stages_is_refused_naming_the_flag(tmp_path):
