@@ -97,8 +97,28 @@ class ProfilerConfig:
         None, kinds.PATH, "Arm the job for on-demand profiling: `mindspeed-prof trigger FILE "
         "--steps N` profiles the next N iterations on every selected rank.")
     profile_trigger_poll: int = _knob(
-        10, kinds.INT, "With --profile-trigger-file: rank 0 checks the file every K iterations "
-        "and shares the decision with one broadcast.")
+        10, kinds.INT, "With --profile-trigger-file or --profile-on-*: rank 0 checks the file "
+        "(and judges the recent iterations) every K iterations and shares the decision with one "
+        "small collective.")
+    profile_on_slow_step: Optional[float] = _knob(
+        None, kinds.FLOAT, "Capture by itself: when an iteration takes more than FACTOR x the "
+        "median of recent ones (e.g. 2), profile the next --profile-capture-steps iterations "
+        "on the selected ranks, aligned on every rank (rank 0 decides at a poll boundary).")
+    profile_on_straggler: Optional[float] = _knob(
+        None, kinds.FLOAT, "Capture by itself: when one rank's own compute time (iteration "
+        "time minus time waiting in collectives) exceeds FACTOR x the other ranks' median (e.g. "
+        "1.5), profile that rank and a median rank for --profile-capture-steps iterations.")
+    profile_capture_steps: int = _knob(
+        3, kinds.INT, "With --profile-on-slow-step/--profile-on-straggler: iterations each "
+        "capture records, from the poll boundary that decides it.")
+    profile_capture_warmup: int = _knob(
+        20, kinds.INT, "Iterations at the start of the run that are never judged (start-up is "
+        "slow); the median needs a few quiet ones after them too.")
+    profile_capture_cooldown: int = _knob(
+        100, kinds.INT, "At least this many iterations between the end of one capture and the "
+        "start of the next.")
+    profile_max_captures: int = _knob(
+        3, kinds.INT, "At most this many captures per job (each in its own iter_{a}-{b}/).")
     profile_max_gb: Optional[float] = _knob(
         None, kinds.FLOAT, "Disk budget for the whole job's profile output in GB: refuse to "
         "start when the estimate exceeds it or the free space, stop a window that crosses it.")
@@ -179,6 +199,24 @@ class ProfilerConfig:
             raise ConfigError("--profile-trigger-file is empty; give the path of a file the "
                               "job can see (it need not exist yet).")
         object.__setattr__(self, "profile_steps", window.parse_step_ranges(self.profile_steps))
+        self._check_capture_values()
+
+    def _check_capture_values(self) -> None:
+        for knob, floor in (("profile_on_slow_step", 1.0), ("profile_on_straggler", 1.0)):
+            factor = getattr(self, knob)
+            if factor is not None and factor <= floor:
+                raise ConfigError(f"{flag_name(knob)} {factor:g} must be > 1: it is how many "
+                                  f"times the median a slow one takes (e.g. 2); at 1 or below "
+                                  f"ordinary ones would qualify.")
+        for knob, floor in (("profile_capture_steps", 1), ("profile_max_captures", 1),
+                            ("profile_capture_warmup", 0), ("profile_capture_cooldown", 0)):
+            if getattr(self, knob) < floor:
+                raise ConfigError(f"{flag_name(knob)} {getattr(self, knob)} must be >= {floor}.")
+
+    @property
+    def captures(self) -> bool:
+        """A capture rule is on: windows open by themselves on a slow step or a straggler."""
+        return self.profile_on_slow_step is not None or self.profile_on_straggler is not None
 
     def _check_window_relations(self) -> None:
         every, start, end = self.profile_every, self.profile_step_start, self.profile_step_end
@@ -207,6 +245,11 @@ class ProfilerConfig:
             notes.append(f"--profile-stages {','.join(self.profile_stages)} only applies to RL "
                          f"roles (role_profiler); a training or inference run ignores it and "
                          f"records whole iterations or requests: remove it.")
+        tuned = [flag_name(k) for k in CAPTURE_KNOBS
+                 if getattr(self, k) != KNOBS[k].default] if not self.captures else []
+        if tuned:
+            notes.append(f"{', '.join(tuned)} only apply with --profile-on-slow-step or "
+                         f"--profile-on-straggler; without either no capture is taken.")
         level = self.profile_level
         if self.profile_aic_metrics not in (None, "AiCoreNone") and level in ("level0", "level_none"):
             notes.append(f"--profile-aic-metrics {self.profile_aic_metrics} is ignored at "
@@ -256,6 +299,8 @@ def _mstx_notes(config: ProfilerConfig) -> List[str]:
 
 
 KNOBS = {f.name: f for f in dataclasses.fields(ProfilerConfig)}
+CAPTURE_KNOBS = ("profile_capture_steps", "profile_capture_warmup", "profile_capture_cooldown",
+                 "profile_max_captures")
 # torch_npu's own switches: knob -> the ``_ExperimentalConfig`` keyword it sets.
 NPU_KEYWORDS: Dict[str, str] = {name: f.metadata["npu"] for name, f in KNOBS.items()
                                 if "npu" in f.metadata}

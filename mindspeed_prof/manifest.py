@@ -41,6 +41,10 @@ Schema (version 1)::
     exit                  {reason, detail} - how the run ended (null: the process died before
                           it could say, e.g. SIGKILL)
     requests_served       inference: requests this process started
+    windows[].trigger     why a window no plan asked for was taken: {rule: request, request}
+                          or a capture rule's evidence {rule: slow step|straggler, factor,
+                          median_s, ...} (see anomaly.py)
+    captures              with --profile-on-*: {rules, taken, not_captured, judged, ...}
     exit_events           {signals, children_ended, console_writes_lost}: what reached the
                           process while it flushed (held signals, DataLoader workers that died)
     errors, warnings      [{time, phase, message}]
@@ -193,6 +197,10 @@ class Manifest:
         """Inference: the window of requests the server stopped inside (kept for readers of
         manifests before ``planned``)."""
         self.data["window_cut"] = {"start": start, "end": end, "last_served": last_served}
+
+    def set_captures(self, captures: Dict[str, Any]) -> None:
+        """The capture rules, the captures the job took and the anomalies it did not capture."""
+        self.data["captures"] = captures
 
     def mark_nothing_profiled(self) -> None:
         self.data["status"] = "incomplete"

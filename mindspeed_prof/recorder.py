@@ -16,8 +16,8 @@ knows nothing of Megatron, requests or roles; drivers (``drivers/``) count the u
 
 On a rank that does not record, ``begin``/``end`` are a no-op function and nothing else happens.
 A backend profiler is created only when a window (or its warm-up unit) arrives and is stopped
-right after it. With ``--profile-trigger-file`` every rank also takes part in the trigger check
-every K units.
+right after it. With ``--profile-trigger-file`` or a capture rule (``--profile-on-*``) every
+rank also takes part in the poll every K units (``polling.py``).
 """
 
 import contextlib
@@ -25,11 +25,13 @@ import threading
 from typing import Any, Callable, ContextManager, Iterator, Optional
 
 from . import backends, log, trigger
+from .captures import CapturePoll
 from .config import ProfilerConfig
 from .exits import FlushOnExit
 from .manifest import Manifest, open_manifest
 from .notices import announce_plan, config_notes, wrong_thread_words
 from .plan import LayoutOf, Plan, make_plan
+from .polling import RecorderPolling
 from .session import PROCESS, Session, reporting
 from .startup import check_rank
 from .shutdown import Failure, RecorderShutdown, State
@@ -43,7 +45,7 @@ def _nothing(n: int, failure: Optional[Failure] = None) -> None:
     return None
 
 
-class WindowRecorder(RecorderShutdown):
+class WindowRecorder(RecorderPolling, RecorderShutdown):
     def __init__(self, config: ProfilerConfig, *, rank: int = 0, world_size: int = 1,
                  local_rank: Optional[int] = None, layout_of: Optional[LayoutOf] = None,
                  parallel: Optional[dict] = None, unit: Unit = ITERATION,
@@ -71,6 +73,7 @@ class WindowRecorder(RecorderShutdown):
         self._lock = threading.Lock()
         self._flush = FlushOnExit(self.close, wait=self.wait)
         self._watcher: Optional[trigger.TriggerWatcher] = None
+        self._poller: Optional[CapturePoll] = None  # the trigger's and the capture rules' poll
         self._budget: Any = None
         self._stop_wanted: Optional[str] = None  # close() asked from another thread: the reason
         self._stopped = threading.Event()  # set when a session ends, on whichever thread
@@ -84,6 +87,8 @@ class WindowRecorder(RecorderShutdown):
         self.idle = self.plan.idle
         if self.idle:  # the null object of STYLE: the calls become the cheapest thing that works
             self.begin = self.end = self.step_begin = self.step_end = _nothing  # type: ignore
+        else:
+            self._time_units()
 
     # -- what the plan says ---------------------------------------------------------------------
 
@@ -132,7 +137,7 @@ class WindowRecorder(RecorderShutdown):
         if plan.active:
             self._create_manifest(first, last)
         if plan.polling:
-            self._watcher = trigger.TriggerWatcher.for_plan(plan, self.report)
+            self._arm_poll(plan)
         self._state = State.ARMED if (self.schedule or plan.polling) else State.DONE
         self._flush.install()
 
@@ -147,7 +152,7 @@ class WindowRecorder(RecorderShutdown):
     def begin(self, n: int) -> None:
         """Unit ``n`` is about to run."""
         self._last_begun = n
-        if self._watcher is not None and n % self.config.profile_trigger_poll == 0:
+        if self._poller is not None and n % self.config.profile_trigger_poll == 0:
             with reporting(self.report, "trigger", self.unit.owner):
                 self._poll(n)
         state = self._state
@@ -244,6 +249,7 @@ class WindowRecorder(RecorderShutdown):
         session = Session.for_plan(self.plan, schedule, self.manifest, self.backend_name,
                                    self.parallel, self.report, on_saved=self._on_saved,
                                    on_failure=self._gave_up)
+        self._say_why(session)
         self._session, self._state, self._stop_wanted = session, State.RUNNING, None
         self._stopped.clear()
         self.manifest.set_status("running")
@@ -272,24 +278,6 @@ class WindowRecorder(RecorderShutdown):
                                       f"and one process runs one profiler at a time; give the "
                                       f"two windows different steps or stages")
         return False
-
-    # -- on-demand trigger ----------------------------------------------------------------------
-
-    def _poll(self, n: int) -> None:
-        request = self._watcher.check(n)  # every rank, same unit: one broadcast
-        if request is None:
-            return
-        if self._state is State.RUNNING:
-            self._watcher.ignored(request, n, self.unit, "a window is still running")
-            return
-        sessions, window = trigger.sessions_for(request, n, self.plan, self._layout_of,
-                                                self._watcher)
-        if sessions:
-            if self._units is not None:
-                self._units.add(window)
-            self._queue = iter(sessions)
-            self.schedule = next(self._queue)
-            self._state = State.ARMED
 
     # -- reporting ------------------------------------------------------------------------------
 

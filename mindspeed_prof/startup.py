@@ -85,7 +85,7 @@ def preflight(config: ProfilerConfig, *, rank: int, world_size: int) -> None:
     if not config.profile or ranks.needs_topology(config.profile_ranks):
         return
     selected = ranks.resolve(config.profile_ranks, world_size)
-    if rank in selected or config.profile_trigger_file:
+    if rank in selected or config.profile_trigger_file or config.profile_on_straggler:
         backend_name, _ = backends.choose(config)
         check_rank(config if rank in selected else config.replace(profile_memory_oom=False),
                    rank, config.profile_save_path, backend_name, early=True)

@@ -86,7 +86,9 @@ def resolve(args):
     refuse_armed_profilers(config)  # torch_npu's env-armed profilers, as start-up refuses them
     plan.check_budget(backend, 1)
     save_path = os.path.abspath(config.profile_save_path)
-    session = plan.first_session() or _trigger_example(plan)
+    session = plan.first_session() or (_capture_example(plan) if config.captures
+                                       and not config.profile_trigger_file
+                                       else _trigger_example(plan))
     folder = os.path.abspath(plan.window_dir(session))
     worker = plan.worker_name(session) if plan.session_per_unit else None
     call, call_notes = (describe.npu_call if backend == "npu" else describe.torch_call)(
@@ -114,6 +116,16 @@ def resolve(args):
                    "describe": f"on request: `mindspeed-prof trigger "
                                f"{config.profile_trigger_file} --steps N` (rank 0 looks every "
                                f"{config.profile_trigger_poll} {unit.plural})"}
+    captures = None
+    if config.captures:
+        from mindspeed_prof.capture_words import rules_in_words
+
+        chosen = ("the selected rank(s) resolved inside the job" if selection_note else
+                  f"the selected rank(s) {','.join(map(str, plan.selected_ranks))}")
+        captures = {key: getattr(config, f"profile_{key}") for key in (
+            "on_slow_step", "on_straggler", "capture_steps", "capture_warmup",
+            "capture_cooldown", "max_captures", "trigger_poll")}
+        captures["describe"] = rules_in_words(config, unit.name, unit.plural, chosen)
     return {
         "unit": unit.name,
         "config": config.as_dict(),
@@ -123,6 +135,7 @@ def resolve(args):
         "windows": windows[:JSON_WINDOWS],
         "window_count": None if repeats_to_the_end else len(windows),
         "trigger": trigger,
+        "captures": captures,
         "backend": backend,
         "save_path": save_path,
         "profiler_call": call,
@@ -196,6 +209,18 @@ def _trigger_example(plan):
     return StepSchedule(skip_first=1, warmup=1, active=1)
 
 
+def _capture_example(plan):
+    """The session of the earliest capture a rule could take (for the call shown): at the first
+    poll after the warm-up and the median's first samples."""
+    from mindspeed_prof.anomaly import MIN_SAMPLES
+
+    config = plan.config
+    poll, ready = config.profile_trigger_poll, plan.first + config.profile_capture_warmup + MIN_SAMPLES
+    n = -(-ready // poll) * poll
+    steps = 1 if plan.session_per_unit else config.profile_capture_steps
+    return StepSchedule(skip_first=n, warmup=0, active=steps)
+
+
 def _request_notes():
     return ["the window counts requests: the first request each process serves is request 1, "
             "on every rank alike; a server has no known last request, so a window it never "
@@ -219,6 +244,9 @@ def _plan_notes(config, plans, first_iteration):
     if config.profile_trigger_file and not plans:
         notes.append("the call shown is a --steps 1 request seen at iteration 1; a request for "
                      "N steps records N iterations after the one it is seen at")
+    elif config.captures and not plans:
+        notes.append("the call shown is the earliest capture's; a capture records from the "
+                     "iteration at whose poll it is decided, each in its own iter_{a}-{b}/")
     return notes
 
 
@@ -279,4 +307,6 @@ def _plan_lines(report):
                          f"{windows[-1]['describe']}")
     if report["trigger"]:
         lines.append(f"trigger:   {report['trigger']['describe']}")
+    if report.get("captures"):
+        lines.append(f"captures:  {report['captures']['describe']}")
     return lines

@@ -49,6 +49,10 @@ def run(args):
         return _roles(args, roots)
     summary = summarize_directory(args.directory, top=args.top)
     memory = summarize_memory(args.directory, top=args.top)  # allocator snapshots, if any
+    from mindspeed_prof.output.render.captures import captures_lines
+    from mindspeed_prof.output.summary.captures import compare_captures
+
+    captures = compare_captures(args.directory, top=args.top)  # [] unless a rule took some
     plotted = None
     if args.plot:
         from mindspeed_prof.output.render.plot import plot_breakdown
@@ -61,13 +65,16 @@ def run(args):
         data = render_summary.summary_dict(summary)
         if memory:  # only where snapshots are: the JSON of a run without them is unchanged
             data["memory"] = render_memory.memory_dicts(memory)
-        print(json.dumps(data, indent=2))
+        data["captures"] = captures
+        print(json.dumps(data, indent=2, default=str))
     elif args.csv:
         print(render_summary.summary_csv(summary) + render_memory.memory_csv(memory), end="")
     else:
         print(render_summary.summary_table(summary))
         if memory:
             print("\n" + render_memory.memory_table(memory))
+        for line in captures_lines(captures):
+            print(line)
         if plotted:
             print(f"\nplot written to {plotted}")
     if not summary.summarised:
