@@ -30,6 +30,7 @@ FIGURES = {
     5: ("output_tools", "check + summary on >= 1 GB"),
     6: ("autoload", "autoload .pth at interpreter start-up"),
     7: ("window_end_stack", "window end of a 6-step shapes + stack window"),
+    8: ("captures", "captures armed, no anomaly: the hook and the poll's collective"),
 }
 
 

@@ -13,7 +13,8 @@ import sys
 from .errors import ConfigError
 from .version import __version__
 
-COMMANDS = ("show-config", "adapt-script", "check", "summary", "merge", "analyse", "trigger")
+COMMANDS = ("show-config", "adapt-script", "check", "summary", "merge", "memory", "analyse",
+            "trigger")
 
 
 def _module(command):

@@ -67,8 +67,16 @@ class ProfilerConfig:
                                    npu="l2_cache")
     profile_op_attr: bool = _knob(False, kinds.BOOL, "Collect operator attributes (db export).",
                                   npu="op_attr")
-    profile_mstx: bool = _knob(False, kinds.BOOL, "Enable mstx markers (torch_npu >= 2.7).",
-                               npu="mstx")
+    profile_mstx: bool = _knob(
+        False, kinds.BOOL, "Enable mstx markers (torch_npu >= 2.7); our iteration, request, "
+        "forward and stage labels become mstx ranges too, so --profile-level level_none "
+        "--profile-mstx is a light capture that still shows them.", npu="mstx")
+    profile_mstx_domain_include: tuple = _knob(
+        (), kinds.NAMES, "With mstx: record only these mstx domains (ours are in 'default').",
+        npu="mstx_domain_include")
+    profile_mstx_domain_exclude: tuple = _knob(
+        (), kinds.NAMES, "With mstx: leave these mstx domains out (e.g. communication).",
+        npu="mstx_domain_exclude")
     profile_host_sys: tuple = _knob(
         (), kinds.NAMES, "Host system metrics: any of cpu, mem, disk, network, osrt, numa.",
         choices=names.HOST_SYS, npu="host_sys")
@@ -94,11 +102,41 @@ class ProfilerConfig:
         None, kinds.PATH, "Arm the job for on-demand profiling: `mindspeed-prof trigger FILE "
         "--steps N` profiles the next N iterations on every selected rank.")
     profile_trigger_poll: int = _knob(
-        10, kinds.INT, "With --profile-trigger-file: rank 0 checks the file every K iterations "
-        "and shares the decision with one broadcast.")
+        10, kinds.INT, "With --profile-trigger-file or --profile-on-*: rank 0 checks the file "
+        "(and judges the recent iterations) every K iterations and shares the decision with one "
+        "small collective.")
+    profile_on_slow_step: Optional[float] = _knob(
+        None, kinds.FLOAT, "Capture by itself: when an iteration takes more than FACTOR x the "
+        "median of recent ones (e.g. 2), profile the next --profile-capture-steps iterations "
+        "on the selected ranks, aligned on every rank (rank 0 decides at a poll boundary).")
+    profile_on_straggler: Optional[float] = _knob(
+        None, kinds.FLOAT, "Capture by itself: when one rank's own compute time (iteration "
+        "time minus time waiting in collectives) exceeds FACTOR x the other ranks' median (e.g. "
+        "1.5), profile that rank and a median rank for --profile-capture-steps iterations.")
+    profile_capture_steps: int = _knob(
+        3, kinds.INT, "With --profile-on-slow-step/--profile-on-straggler: iterations each "
+        "capture records, from the poll boundary that decides it.")
+    profile_capture_warmup: int = _knob(
+        20, kinds.INT, "Iterations at the start of the run that are never judged (start-up is "
+        "slow); the median needs a few quiet ones after them too.")
+    profile_capture_cooldown: int = _knob(
+        100, kinds.INT, "At least this many iterations between the end of one capture and the "
+        "start of the next.")
+    profile_max_captures: int = _knob(
+        3, kinds.INT, "At most this many captures per job (each in its own iter_{a}-{b}/).")
     profile_max_gb: Optional[float] = _knob(
         None, kinds.FLOAT, "Disk budget for the whole job's profile output in GB: refuse to "
         "start when the estimate exceeds it or the free space, stop a window that crosses it.")
+    profile_memory_snapshot: bool = _knob(
+        False, kinds.BOOL, "Record the device caching allocator's history through each "
+        "profiled window and write memory_snapshot_rank{R}.pickle into the window's folder "
+        "(NPU or GPU).")
+    profile_memory_oom: bool = _knob(
+        False, kinds.BOOL, "Record the allocator's history from start-up and write "
+        "memory_oom_rank{R}.pickle when the device runs out of memory (NPU or GPU).")
+    profile_memory_max_entries: int = _knob(
+        100000, kinds.INT, "Allocator events kept for --profile-memory-snapshot/-oom (the "
+        "newest N; each costs a few KB of host memory).")
     profile_stages: tuple = _knob(
         (), kinds.NAMES, "RL roles (role_profiler): record only these stages of a step, each "
         "occurrence as its own session under {save}/{role}/{stage}/; default: the whole step, "
@@ -117,6 +155,10 @@ class ProfilerConfig:
             "profile_host_sys": names.host_sys(self.profile_host_sys),
             "profile_ranks": ranks.parse_rank_tokens(self.profile_ranks),
             "profile_stages": names.stages(self.profile_stages),
+            "profile_mstx_domain_include": names.mstx_domains(
+                self.profile_mstx_domain_include, "--profile-mstx-domain-include"),
+            "profile_mstx_domain_exclude": names.mstx_domains(
+                self.profile_mstx_domain_exclude, "--profile-mstx-domain-exclude"),
         }
         for key, value in normalised.items():
             object.__setattr__(self, key, value)
@@ -145,6 +187,13 @@ class ProfilerConfig:
             raise ConfigError(f"--profile-step-start {self.profile_step_start} must be >= 1 "
                               f"(iterations are numbered from 1, as the training log prints "
                               f"them).")
+        if self.profile_memory_max_entries < 1:
+            raise ConfigError(f"--profile-memory-max-entries {self.profile_memory_max_entries} "
+                              f"must be >= 1 (allocator events kept, e.g. 100000).")
+        if self.profile_mstx_domain_include and self.profile_mstx_domain_exclude:
+            raise ConfigError("--profile-mstx-domain-include and --profile-mstx-domain-exclude "
+                              "are both set; torch_npu would use the include list only: give "
+                              "one of them.")
         if self.profile_every < 0:
             raise ConfigError(f"--profile-every {self.profile_every} must be >= 0 (0 profiles "
                               f"one window).")
@@ -157,6 +206,24 @@ class ProfilerConfig:
         object.__setattr__(self, "profile_steps", window.parse_step_ranges(self.profile_steps))
         object.__setattr__(self, "profile_forwards",
                            window.parse_forward_range(self.profile_forwards))
+        self._check_capture_values()
+
+    def _check_capture_values(self) -> None:
+        for knob, floor in (("profile_on_slow_step", 1.0), ("profile_on_straggler", 1.0)):
+            factor = getattr(self, knob)
+            if factor is not None and factor <= floor:
+                raise ConfigError(f"{flag_name(knob)} {factor:g} must be > 1: it is how many "
+                                  f"times the median a slow one takes (e.g. 2); at 1 or below "
+                                  f"ordinary ones would qualify.")
+        for knob, floor in (("profile_capture_steps", 1), ("profile_max_captures", 1),
+                            ("profile_capture_warmup", 0), ("profile_capture_cooldown", 0)):
+            if getattr(self, knob) < floor:
+                raise ConfigError(f"{flag_name(knob)} {getattr(self, knob)} must be >= {floor}.")
+
+    @property
+    def captures(self) -> bool:
+        """A capture rule is on: windows open by themselves on a slow step or a straggler."""
+        return self.profile_on_slow_step is not None or self.profile_on_straggler is not None
 
     def _check_window_relations(self) -> None:
         every, start, end = self.profile_every, self.profile_step_start, self.profile_step_end
@@ -185,6 +252,11 @@ class ProfilerConfig:
             notes.append(f"--profile-stages {','.join(self.profile_stages)} only applies to RL "
                          f"roles (role_profiler); a training or inference run ignores it and "
                          f"records whole iterations or requests: remove it.")
+        tuned = [flag_name(k) for k in CAPTURE_KNOBS
+                 if getattr(self, k) != KNOBS[k].default] if not self.captures else []
+        if tuned:
+            notes.append(f"{', '.join(tuned)} only apply with --profile-on-slow-step or "
+                         f"--profile-on-straggler; without either no capture is taken.")
         level = self.profile_level
         if self.profile_aic_metrics not in (None, "AiCoreNone") and level in ("level0", "level_none"):
             notes.append(f"--profile-aic-metrics {self.profile_aic_metrics} is ignored at "
@@ -193,6 +265,7 @@ class ProfilerConfig:
         if level == "level_none" and not self.profile_mstx:
             notes.append("--profile-level level_none records nothing without mstx: torch_npu "
                          "(>= 2.7) turns --profile-mstx on by itself.")
+        notes.extend(_mstx_notes(self))
         if self.profile_op_attr and "db" not in self.profile_export_type:
             notes.append("--profile-op-attr needs --profile-export-type db; torch_npu drops it "
                          "with text export.")
@@ -208,10 +281,34 @@ class ProfilerConfig:
         data["profile_steps"] = [list(r) for r in self.profile_steps]
         data["profile_forwards"] = [list(r) for r in self.profile_forwards]
         data["profile_stages"] = list(self.profile_stages)
+        data["profile_mstx_domain_include"] = list(self.profile_mstx_domain_include)
+        data["profile_mstx_domain_exclude"] = list(self.profile_mstx_domain_exclude)
         return data
 
 
+# The mstx domain our own ranges (units, forwards, stages) are recorded in: torch_npu's own
+# default, where its ProfilerStep ranges (>= 2.10) and dataloader ranges go too.
+MSTX_DOMAIN = "default"
+
+
+def _mstx_notes(config: ProfilerConfig) -> List[str]:
+    domains = config.profile_mstx_domain_include or config.profile_mstx_domain_exclude
+    if not domains:
+        return []
+    if not config.profile_mstx and config.profile_level != "level_none":
+        return ["--profile-mstx-domain-include/-exclude only apply with --profile-mstx; "
+                "torch_npu clears them without it: add --profile-mstx."]
+    include = config.profile_mstx_domain_include
+    if (include and MSTX_DOMAIN not in include) or MSTX_DOMAIN in config.profile_mstx_domain_exclude:
+        return [f"the mstx domain {MSTX_DOMAIN!r} is left out, and mindspeed_prof's iteration, "
+                f"request, forward and stage ranges are in it: they will not be recorded "
+                f"(add {MSTX_DOMAIN} to --profile-mstx-domain-include to keep them)."]
+    return []
+
+
 KNOBS = {f.name: f for f in dataclasses.fields(ProfilerConfig)}
+CAPTURE_KNOBS = ("profile_capture_steps", "profile_capture_warmup", "profile_capture_cooldown",
+                 "profile_max_captures")
 # torch_npu's own switches: knob -> the ``_ExperimentalConfig`` keyword it sets.
 NPU_KEYWORDS: Dict[str, str] = {name: f.metadata["npu"] for name, f in KNOBS.items()
                                 if "npu" in f.metadata}

@@ -11,6 +11,8 @@
       estep_{first}-{last}/                  the same for the dynamic inference engine's steps;
       {prefix}/estep_{first}-{last}/         a window an HTTP start named (its "prefix")
       {role}/                                RL: a complete save path per role
+      memory_snapshot_rank{R}.pickle         --profile-memory-snapshot: in each window's folder
+      memory_oom_rank{R}.pickle              --profile-memory-oom: in the save path, on OOM
 """
 
 import os
@@ -27,6 +29,10 @@ TORCH_TRACE_RE = re.compile(r"^rank(\d+)\.(\d+)\.pt\.trace\.json(\.gz)?$")
 ASCEND_PT_SUFFIX = "_ascend_pt"
 ASCEND_OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 PROFILER_INFO_RE = re.compile(r"^profiler_info(?:_(\d+))?\.json$")
+MEMORY_SNAPSHOT_TEMPLATE = "memory_snapshot_rank{rank}.pickle"
+# The n-th out-of-memory of a process (n > 1 only when the host caught the first and went on).
+MEMORY_OOM_TEMPLATE = "memory_oom_rank{rank}{n}.pickle"
+MEMORY_FILE_RE = re.compile(r"^memory_(snapshot|oom)_rank(\d+)(?:\.(\d+))?\.pickle$")
 WINDOW_DIR_TEMPLATE = "{prefix}_{first}-{last}"
 # Every unit's folder prefix (units.py owns them): a new unit is one entry there, not an edit here.
 WINDOW_DIR_RE = re.compile(r"^(" + "|".join(re.escape(u.prefix) for u in UNITS.values())
@@ -55,6 +61,14 @@ def session_worker_name(rank, role=None, unit_prefix=None, n=None):
     apart by name; else ``worker_name``."""
     name = worker_name(rank, role)
     return name if unit_prefix is None else f"{name}_{unit_prefix}{n}"
+
+
+def memory_snapshot_name(rank):
+    return MEMORY_SNAPSHOT_TEMPLATE.format(rank=rank)
+
+
+def memory_oom_name(rank, n=1):
+    return MEMORY_OOM_TEMPLATE.format(rank=rank, n="" if n == 1 else f".{n}")
 
 
 def manifest_path(save_path, rank):

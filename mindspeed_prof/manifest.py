@@ -42,10 +42,14 @@ Schema (version 1)::
                           it could say, e.g. SIGKILL)
     requests_served       inference: requests this process started
     units_run, last_unit  the dynamic engine: engine steps this process ran, the last one's number
-    windows[].started_by  who asked for the window: {by: flags | trigger | http, ...} (http: the
+    windows[].started_by  who asked for the window: {by: flags | trigger | capture | http, ...} (http: the
                           step it was asked before, delay, max, prefix)
     windows[].units       engine steps: [{n, kind, prefill_requests, decode_requests, tokens,
                           latency_ms, finished_requests}] for each recorded step
+    windows[].trigger     why a window no plan asked for was taken: {rule: request, request}
+                          or a capture rule's evidence {rule: slow step|straggler, factor,
+                          median_s, ...} (see anomaly.py)
+    captures              with --profile-on-*: {rules, taken, not_captured, judged, ...}
     exit_events           {signals, children_ended, console_writes_lost}: what reached the
                           process while it flushed (held signals, DataLoader workers that died)
     errors, warnings      [{time, phase, message}]
@@ -204,6 +208,10 @@ class Manifest:
         manifests before ``planned``)."""
         self.data["window_cut"] = {"start": start, "end": end, "last_served": last_served}
 
+    def set_captures(self, captures: Dict[str, Any]) -> None:
+        """The capture rules, the captures the job took and the anomalies it did not capture."""
+        self.data["captures"] = captures
+
     def mark_nothing_profiled(self) -> None:
         self.data["status"] = "incomplete"
 
@@ -219,6 +227,14 @@ class Manifest:
         if entry["message"] not in (e["message"] for e in entries):
             entries.append(entry)
             self.save()
+
+    def add_oom(self, entry: Dict[str, Any], message: str) -> None:
+        """The allocator ran out of memory; ``entry["snapshot"]`` is the snapshot written then."""
+        oom = dict(entry, snapshot=os.path.relpath(entry["snapshot"], os.path.dirname(self.path)))
+        self.data.setdefault("memory_oom", []).append(oom)
+        self.add_files([entry["snapshot"]], save=False)
+        self.record("error", "memory", message)
+        self.save()  # record() saves only a message it has not seen
 
     def add_files(self, paths, window=None, save=True):
         base = os.path.dirname(self.path)
@@ -294,6 +310,7 @@ def open_manifest(plan, backend: Optional[str], *, local_rank: Optional[int],
                   last: Optional[int] = None) -> Manifest:
     """The manifest of a recorder with this plan, claimed for it (ConfigError while another
     open recorder of this process writes the same one) and written as armed."""
+    from .backends.memory import OOM
     from .environment import versions
 
     path = manifest_path(plan.save_path, plan.rank)
@@ -303,4 +320,5 @@ def open_manifest(plan, backend: Optional[str], *, local_rank: Optional[int],
                         selected_ranks=list(plan.selected_ranks), parallel=parallel,
                         versions=versions())
     manifest.describe_run(unit=plan.unit.name, role=plan.role, first=first, last=last)
+    OOM.tell(manifest)  # --profile-memory-oom: an out-of-memory is recorded in it too
     return manifest

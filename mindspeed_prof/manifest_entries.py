@@ -50,6 +50,11 @@ class WindowEntry:
     def mark_never_ran(self, n: int) -> None:
         self.data["never_ran"] = n
 
+    def set_trigger(self, evidence: Dict[str, Any]) -> None:
+        """Why the window was taken when no plan asked for it: a trigger request, or a capture
+        rule and the numbers that fired it (``anomaly.py``)."""
+        self.data["trigger"] = evidence
+
     def mark_stopped_early(self, by: str) -> None:
         self.data["stopped_early"] = by
 

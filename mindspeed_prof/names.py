@@ -113,6 +113,23 @@ def stages(values, flag="--profile-stages"):
     return result
 
 
+def mstx_domains(values, flag):
+    """mstx domain names (``communication``, or ``a,b``): kept as given (torch_npu compares
+    them exactly), order kept, duplicates dropped."""
+    if values is None:
+        return ()
+    result = []
+    for raw in [values] if isinstance(values, (str, int)) else values:
+        for item in str(raw).split(","):
+            item = item.strip()
+            if item and item not in result:
+                result.append(item)
+    if not result and values:
+        raise ConfigError(f"{flag} names no domain; give mstx domain names, e.g. "
+                          f"communication, or leave the flag out.")
+    return tuple(result)
+
+
 _ROLE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 

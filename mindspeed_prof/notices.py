@@ -53,6 +53,13 @@ def announce_plan(plan) -> None:
         log.warning(f"--profile-ranks {ranks.format_selection(config.profile_ranks)}: rank(s) "
                     f"{spans(lacking)} are beyond this job's {plan.world_size} ranks and are "
                     f"left out")
+    if config.captures:
+        from .capture_words import rules_in_words
+
+        rules = rules_in_words(config, unit.name, unit.plural, f"the selected rank(s) {chosen}")
+        log.info(f"armed for captures: {rules} -> {where}")
+        if not plans and not config.profile_trigger_file:
+            return
     if config.profile_trigger_file:
         log.info(f"armed for on-demand profiling: `mindspeed-prof trigger "
                  f"{config.profile_trigger_file} --steps N` profiles the next N "

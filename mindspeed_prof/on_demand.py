@@ -17,7 +17,6 @@ this half takes windows asked for later, on the thread that computes, at a unit 
 - ``note(n, info)``: what unit ``n`` carried, kept in its window's manifest entry.
 - ``at_boundary()``: a close asked from another thread (a signal, the exit flush) is carried out
   here, on the session's thread, between units, even when no unit runs (an idle server).
-- the trigger file's requests (``--profile-trigger-file``), seen by every rank at the same unit.
 
 Every window entry says who asked for it (``started_by``: flags, trigger, http).
 """
@@ -27,7 +26,6 @@ import itertools
 import os
 from typing import Any, Dict, Iterable, Iterator, Optional
 
-from . import trigger
 from .session import Session
 from .shutdown import State
 from .unit_windows import UnitWindows
@@ -79,10 +77,7 @@ class OnDemandWindows:
     _windows_opened: int
     _units: Optional[UnitWindows]
     _stop_wanted: Optional[str]
-    _watcher: Any
-    _layout_of: Any
     _demand: Optional[_Demand] = None
-    _origin: Dict[str, Any] = {"by": "flags"}  # who asked for the windows queued now
 
     def report(self, kind: str, phase: str, message: str) -> None:
         raise NotImplementedError  # WindowRecorder's
@@ -186,24 +181,6 @@ class OnDemandWindows:
         session = self._session
         return session is not None and demand.holds(session.schedule)
 
-    def _poll(self, n: int) -> None:
-        """The on-demand trigger file (``--profile-trigger-file``): every rank, same unit."""
-        request = self._watcher.check(n)  # one broadcast
-        if request is None:
-            return
-        if self.window_running:
-            self._watcher.ignored(request, n, self.plan.unit, "a window is still running")
-            return
-        sessions, window = trigger.sessions_for(request, n, self.plan, self._layout_of,
-                                                self._watcher)
-        if sessions:
-            self._origin = {"by": "trigger", "request": request["id"]}
-            if self._units is not None:
-                self._units.add(window)
-            self._queue = iter(sessions)
-            self.schedule = next(self._queue)
-            self._state = State.ARMED
-
     # -- how the work runs ----------------------------------------------------------------------
 
     def split_per_unit(self) -> bool:
@@ -246,9 +223,18 @@ class OnDemandWindows:
         return directory
 
     def _window_opened(self, session: Session) -> None:
+        """Who asked for the window the session belongs to: an HTTP start, the trigger file or
+        a capture rule (the poll's reason, already in the entry), else the flags."""
         demand = self._demand
-        origin = demand.origin if demand is not None and demand.holds(session.schedule) \
-            else self._origin
+        polled = session.window.data.get("trigger")
+        if demand is not None and demand.holds(session.schedule):
+            origin = demand.origin
+        elif isinstance(polled, dict) and polled.get("rule") == "request":
+            origin = {"by": "trigger", "request": polled.get("request")}
+        elif isinstance(polled, dict):
+            origin = {"by": "capture", "rule": polled.get("rule")}
+        else:
+            origin = {"by": "flags"}
         session.window.set_origin(origin)
         if self._units is not None and self._units.current is not None:
             self._units.current.set_origin(origin)

@@ -46,8 +46,10 @@ class Plan:
 
     @property
     def polling(self) -> bool:
-        """This rank takes part in the on-demand trigger (every rank does, selected or not)."""
-        return self.config.profile and bool(self.config.profile_trigger_file)
+        """This rank takes part in the poll of the on-demand trigger and the capture rules
+        (every rank does, selected or not)."""
+        config = self.config
+        return config.profile and bool(config.profile_trigger_file or config.captures)
 
     @property
     def idle(self) -> bool:

@@ -16,8 +16,8 @@ knows nothing of Megatron, requests or roles; drivers (``drivers/``) count the u
 
 On a rank that does not record, ``begin``/``end`` are a no-op function and nothing else happens.
 A backend profiler is created only when a window (or its warm-up unit) arrives and is stopped
-right after it. With ``--profile-trigger-file`` every rank also takes part in the trigger check
-every K units.
+right after it. With ``--profile-trigger-file`` or a capture rule (``--profile-on-*``) every
+rank also takes part in the poll every K units (``polling.py``).
 """
 
 import contextlib
@@ -26,14 +26,16 @@ import threading
 from typing import Any, Callable, ContextManager, Iterator, Optional
 
 from . import backends, log, trigger
+from .captures import CapturePoll
 from .config import ProfilerConfig
 from .exits import FlushOnExit
 from .manifest import Manifest, open_manifest
 from .notices import announce_plan, config_notes, wrong_thread_words
 from .on_demand import OnDemandWindows
 from .plan import LayoutOf, Plan, make_plan
+from .polling import RecorderPolling
 from .session import PROCESS, Session, reporting
-from .startup import check_save_path
+from .startup import check_rank
 from .shutdown import Failure, RecorderShutdown, State
 from .unit_windows import UnitWindows
 from .units import ITERATION, Unit
@@ -45,7 +47,7 @@ def _nothing(n: int, failure: Optional[Failure] = None) -> None:
     return None
 
 
-class WindowRecorder(RecorderShutdown, OnDemandWindows):
+class WindowRecorder(RecorderPolling, RecorderShutdown, OnDemandWindows):
     def __init__(self, config: ProfilerConfig, *, rank: int = 0, world_size: int = 1,
                  local_rank: Optional[int] = None, layout_of: Optional[LayoutOf] = None,
                  parallel: Optional[dict] = None, unit: Unit = ITERATION,
@@ -75,6 +77,7 @@ class WindowRecorder(RecorderShutdown, OnDemandWindows):
         self._lock = threading.Lock()
         self._flush = FlushOnExit(self.close, wait=self.wait)
         self._watcher: Optional[trigger.TriggerWatcher] = None
+        self._poller: Optional[CapturePoll] = None  # the trigger's and the capture rules' poll
         self._budget: Any = None
         self._stop_wanted: Optional[str] = None  # close() asked from another thread: the reason
         self._stopped = threading.Event()  # set when a session ends, on whichever thread
@@ -89,6 +92,8 @@ class WindowRecorder(RecorderShutdown, OnDemandWindows):
         self.idle = self.plan.idle
         if self.idle:  # the null object of STYLE: the calls become the cheapest thing that works
             self.begin = self.end = self.step_begin = self.step_end = _nothing  # type: ignore
+        else:
+            self._time_units()
 
     # -- what the plan says ---------------------------------------------------------------------
 
@@ -126,7 +131,7 @@ class WindowRecorder(RecorderShutdown, OnDemandWindows):
         if self.config.profile:
             announce_plan(plan)  # rank 0 only
         if plan.active:
-            check_save_path(plan.save_path, plan.rank, self.backend_name)
+            check_rank(self.config, plan.rank, plan.save_path, self.backend_name)
             self._budget = plan.check_budget(self.backend_name,
                                              plan.selected_on_node(self.local_rank))
         if plan.idle:
@@ -138,7 +143,7 @@ class WindowRecorder(RecorderShutdown, OnDemandWindows):
         if plan.active:
             self._create_manifest(first, last)
         if plan.polling:
-            self._watcher = trigger.TriggerWatcher.for_plan(plan, self.report)
+            self._arm_poll(plan)
         self._state = State.ARMED if (self.schedule or plan.polling) else State.DONE
         self._flush.install()
 
@@ -153,7 +158,7 @@ class WindowRecorder(RecorderShutdown, OnDemandWindows):
     def begin(self, n: int) -> None:
         """Unit ``n`` is about to run."""
         self._last_begun = n
-        if self._watcher is not None and n % self.config.profile_trigger_poll == 0:
+        if self._poller is not None and n % self.config.profile_trigger_poll == 0:
             with reporting(self.report, "trigger", self.unit.owner):
                 self._poll(n)
         state = self._state
@@ -170,10 +175,11 @@ class WindowRecorder(RecorderShutdown, OnDemandWindows):
             if ended:
                 self._finish_window()  # the window ended among units the host skipped
 
-    def end(self, n: int, failure: Optional[Failure] = None) -> None:
+    def end(self, n: int, failure: Optional[Failure] = None, *, fatal: bool = True) -> None:
         """Unit ``n`` finished; ``failure`` (reason, detail): an exception ended it, so it is not
-        a recorded unit and its window is cut (what ran before it stays)."""
-        if failure is not None:
+        a recorded unit and its window is cut (what ran before it stays). ``fatal=False``: a cut
+        that cannot be how the process ends (a request whose caller left its stream unread)."""
+        if failure is not None and fatal:
             self._failure = failure
         if self._state is not State.RUNNING or not self._on_session_thread("step"):
             return
@@ -249,6 +255,7 @@ class WindowRecorder(RecorderShutdown, OnDemandWindows):
         session = Session.for_plan(self.plan, schedule, self.manifest, self.backend_name,
                                    self.parallel, self.report, on_saved=self._on_saved,
                                    on_failure=self._gave_up, directory=self._window_dir(schedule))
+        self._say_why(session)
         self._window_opened(session)
         self._session, self._state, self._stop_wanted = session, State.RUNNING, None
         self._stopped.clear()

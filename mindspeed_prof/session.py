@@ -18,6 +18,7 @@ import threading
 from typing import Any, Callable, ContextManager, Iterator, List, Optional
 
 from . import backends
+from .backends.memory import WindowMemory
 from .exits import final_flush
 from .manifest import WindowEntry
 from .notices import failure_fix
@@ -84,6 +85,7 @@ class Session:
         self._backend_name, self._backend_args = backend_name, backend_args
         self._report, self._owner = report, owner
         self._on_saved, self._on_failure = on_saved, on_failure
+        self.memory = WindowMemory(backend_args["config"], report, backend_name)
 
     @classmethod
     def for_plan(cls, plan: Any, schedule: StepSchedule, manifest: Any, backend_name: str,
@@ -115,6 +117,7 @@ class Session:
             self.running = False
             with reporting(self._report, "stop", ""):
                 self.backend.stop()
+            self._save_memory()
             self._on_saved(self)
         self._on_failure(self)
 
@@ -126,6 +129,7 @@ class Session:
             schedule=self.schedule, report=self._report, **self._backend_args)
         self.backend.on_saved = lambda: self._on_saved(self)
         self.running = True
+        self.memory.start()  # --profile-memory-snapshot: the allocator's history, this window
         self.backend.start(n)
 
     @property
@@ -164,7 +168,11 @@ class Session:
                 self.running = False
                 with self.failing_safely("stop"):
                     self.backend.stop()
+            self._save_memory()
             self._on_saved(self)
+
+    def _save_memory(self) -> None:
+        self.memory.finish(self._backend_args["save_dir"], self._backend_args["rank"])
 
     def range(self, name: str) -> ContextManager[Any]:
         """A labelled range in the trace, or a no-op off the session's thread."""
@@ -209,7 +217,8 @@ class Session:
         return self.backend is None or self.backend.wait(timeout)
 
     def outputs(self) -> List[str]:
-        return self.backend.outputs() if self.backend is not None else []
+        return (self.backend.outputs() if self.backend is not None else []) \
+            + self.memory.outputs()
 
     def status(self) -> str:
         return self.backend.status() if self.backend is not None else "failed"

@@ -61,6 +61,7 @@ class RecorderShutdown:
     _lock: threading.Lock
     _flush: FlushOnExit
     _watcher: Optional[TriggerWatcher]
+    _poller: Any  # captures.CapturePoll, where the recorder polls
     _budget: Any
     _stop_wanted: Optional[str]
     _stopped: threading.Event
@@ -87,7 +88,7 @@ class RecorderShutdown:
 
     def _next_window(self) -> None:
         self.schedule = next(self._queue, None)
-        self._state = State.ARMED if (self.schedule or self._watcher) else State.DONE
+        self._state = State.ARMED if (self.schedule or self._poller) else State.DONE
 
     def _gave_up(self, session: Session) -> None:
         """A profiler call failed: profiling ends on this rank (the work goes on)."""
@@ -152,8 +153,11 @@ class RecorderShutdown:
         if self.closed:
             return
         self.closed = True
-        if reason == "process exit" and self._failure is not None:
-            # The exit flush does not know how the process ended; the unit that failed does.
+        if reason == "process exit" and self._failure is not None \
+                and self._failure[0] in ("sys.exit", "interrupted"):
+            # The exit flush does not know how the process ended; a unit that sys.exit or
+            # Ctrl-C ended does (an exception that ended the process is sys.last_value, and one
+            # the host caught and served on from is no way the process ended).
             reason, detail = self._failure
         pending = False
         # Whatever ends the process (a job-wide signal killing the DataLoader workers, a second
@@ -172,6 +176,8 @@ class RecorderShutdown:
                     self._finish_manifest(reason, detail, events.as_dict())
                 if self._watcher is not None:
                     self._watcher.set_state("idle", reason=reason)
+                if self._poller is not None:
+                    self._poller.stop()
             finally:
                 self._flush.uninstall(pending=pending)
                 PROCESS.release(self)
@@ -230,6 +236,8 @@ class RecorderShutdown:
         if manifest is None:
             return
         manifest.set_exit(reason, detail, events)
+        if self._poller is not None and self.plan.config.captures:
+            manifest.set_captures(self._poller.summary())
         if self._on_final_manifest is not None:
             self._on_final_manifest(manifest)
         if not self._windows_opened and not self.plan.polling:

@@ -3,8 +3,9 @@
 ``mindspeed-prof trigger FILE --steps N [--ranks R...]`` writes a request into FILE. A job started
 with ``--profile-trigger-file FILE`` has rank 0 look at FILE every ``--profile-trigger-poll``
 iterations (one ``stat``), and shares what it found with every rank through one small broadcast
-at that iteration boundary. All selected ranks therefore profile the same iterations, which
-torch_npu's dynamic profiling (each process polls on its own) cannot guarantee. Without the flag
+at that iteration boundary (the poll's exchange: ``captures.py``, ``exchange.py``). All selected
+ranks therefore profile the same iterations, which torch_npu's dynamic profiling (each process
+polls on its own) cannot guarantee. Without the flag
 none of this exists: no stat, no collective.
 
 Each rank reports its state in ``FILE.status/rank{R}.json``: armed, running, parsing, done,
@@ -70,7 +71,7 @@ def read_statuses(path):
 
 
 class TriggerWatcher:
-    """Rank 0 polls the file; every rank receives the decision at the same iteration."""
+    """Rank 0 reads the file at each poll; the poll hands every rank what it found."""
 
     def __init__(self, path, *, poll, rank, world_size, report):
         self.path = path
@@ -91,15 +92,12 @@ class TriggerWatcher:
         watcher.set_state("armed")
         return watcher
 
-    def check(self, iteration):
-        """The new request (a dict) every rank agrees on at ``iteration``, or None."""
-        request = self._read_new() if self.rank == 0 else None
-        request = self._share(request)
-        if request is not None:
-            self._handled.add(request["id"])
-        return request
+    def accepted(self, request):
+        """Every rank received ``request`` (the poll's exchange, ``captures.CapturePoll``)."""
+        self._handled.add(request["id"])
 
-    def _read_new(self):
+    def read_new(self):
+        """Rank 0: the new request in the file, or None (one ``stat`` when nothing changed)."""
         try:
             stat = os.stat(self.path)
         except OSError:
@@ -129,9 +127,6 @@ class TriggerWatcher:
                                             f"use --steps 1 or more")
             return None
         return {"id": request_id, "steps": steps, "ranks": request.get("ranks")}
-
-    def _share(self, request):
-        return share_from_rank0(request, self.world_size)
 
     def ignored(self, request, n, unit, why):
         """Rank 0 says a request could not be acted on at unit ``n``."""
@@ -191,18 +186,6 @@ def sessions_for(request, n, plan, layout_of, watcher):
     if plan.rank not in chosen:
         return [], None
     return sessions, StepSchedule(skip_first=first, warmup=0, active=last - first + 1)
-
-
-def share_from_rank0(value, world_size):
-    """Rank 0's ``value`` on every rank: one small broadcast at a unit boundary, the one every
-    rank-aligned decision uses (the trigger file, the static server's HTTP start and stop)."""
-    import torch.distributed as dist
-
-    if world_size <= 1 or not (dist.is_available() and dist.is_initialized()):
-        return value
-    holder = [value]
-    dist.broadcast_object_list(holder, src=0, device=_collective_device(dist))
-    return holder[0]
 
 
 def _collective_device(dist):

@@ -227,7 +227,8 @@ def parse_forward_range(tokens):
 
 def several_windows(config):
     """True when each window gets its own ``iter_{first}-{last}/`` folder."""
-    return bool(config.profile_every or config.profile_steps or config.profile_trigger_file)
+    return bool(config.profile_every or config.profile_steps or config.profile_trigger_file
+                or config.captures)
 
 
 def passed_windows(config, first_iteration):
@@ -254,6 +255,8 @@ def plan_windows(config, *, first_iteration=1, train_iters=None, exit_interval=N
         return []  # profile on request only
     if config.profile_every:
         return _plan_every(config, first_iteration, train_iters, exit_interval)
+    if config.captures:
+        return []  # captures by themselves; --profile-step-start/-end alone plan no window
     return [plan_window(start=config.profile_step_start, end=config.profile_step_end,
                         first_iteration=first_iteration, train_iters=train_iters,
                         exit_interval=exit_interval)]

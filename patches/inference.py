@@ -7,7 +7,13 @@ Targets (the same in megatron-core 0.12.3 to 0.16.1):
   main thread, so a bad window is refused before the first request.
 - ``AbstractModelInferenceWrapper.run_one_forward_step``: one forward, labelled ``prefill`` or
   ``decode`` inside the request's session.
-- MindSpeed-LLM's ``MegatronModuleForCausalLM.generate``: one request of ``inference.py``.
+- MindSpeed-LLM's ``MegatronModuleForCausalLM.generate``: one request of ``inference.py``. With
+  ``stream=True`` (its chat task) it returns a generator that computes the tokens as its caller
+  iterates: the request lasts until that generator is consumed (``RequestDriver.serve``).
+- Megatron-LM's legacy ``megatron.inference.text_generation.forward_step.ForwardStep.__call__``
+  (Megatron-LM up to 0.14): the forward of each token in MindSpeed-LLM's generation loop, which
+  never goes through megatron-core's engine; labelled as the engine's forward is (one label
+  where both run).
 
 Nothing here imports an inference module: each target is patched when its module is imported,
 so a training process pays nothing. A process that never builds an engine nor serves a request
@@ -35,6 +41,12 @@ ENGINE_INIT = f"{ENGINE}.__init__"
 ENGINE_GENERATE = f"{ENGINE}.generate"
 FORWARD = ("megatron.core.inference.model_inference_wrappers.abstract_model_inference_wrapper."
            "AbstractModelInferenceWrapper.run_one_forward_step")
+LEGACY_FORWARD = "megatron.inference.text_generation.forward_step.ForwardStep.__call__"
+# Megatron's text-generation server: megatron-core's (0.15 on; the package imports MegatronServer)
+# and Megatron-LM's own before it. A process that imported one serves requests; one that did not
+# (MindSpeed-LLM's inference.py, an engine loop) runs them offline.
+SERVERS = ("megatron.core.inference.text_generation_server",
+           "megatron.inference.text_generation_server")
 LLM_GENERATE = "mindspeed_llm.tasks.inference.module.MegatronModuleForCausalLM.generate"
 
 _lock = threading.Lock()
@@ -65,7 +77,8 @@ def _start_driver(config):
         layout = rank_layout(world) if ranks.needs_topology(config.profile_ranks) else None
         driver = RequestDriver(config, rank=rank, world_size=world,
                                local_rank=getattr(args, "local_rank", None), layout_of=layout,
-                               parallel=distributed_args(args, rank, world) if args else None)
+                               parallel=distributed_args(args, rank, world) if args else None,
+                               server=any(name in sys.modules for name in SERVERS))
         driver.arm(planned=state.window_given)
     except ConfigError as exc:
         _refuse(str(exc), rank)
@@ -111,8 +124,7 @@ def mindspeed_prof_engine_init_wrapper(init):
 def mindspeed_prof_generate_wrapper(generate):
     @functools.wraps(generate)
     def generate_as_one_request(*args, **kwargs):
-        with _driver().request():
-            return generate(*args, **kwargs)
+        return _driver().serve(generate, args, kwargs)  # a returned generator stays in it
 
     return generate_as_one_request
 
@@ -130,6 +142,7 @@ TARGETS = (
     (ENGINE_INIT, mindspeed_prof_engine_init_wrapper),
     (ENGINE_GENERATE, mindspeed_prof_generate_wrapper),
     (FORWARD, mindspeed_prof_forward_wrapper),
+    (LEGACY_FORWARD, mindspeed_prof_forward_wrapper),
     (LLM_GENERATE, mindspeed_prof_generate_wrapper),
 )
 

@@ -21,6 +21,7 @@ from mindspeed_prof.errors import ConfigError
 from mindspeed_prof.startup import preflight
 from mindspeed_prof.patches import megatron_host_profiling as host_profiling
 from mindspeed_prof.patches import sigterm
+from mindspeed_prof.patches.megatron_memory import take_over_memory_history
 from mindspeed_prof.patches.state import state, usage_exit
 from mindspeed_prof.ranks import parse_rank_tokens
 
@@ -138,6 +139,7 @@ def take_ownership(args):
         return config
     if getattr(args, "use_pytorch_profiler", False):
         usage_exit(host_profiling.use_pytorch_profiler_message(), rank=rank, show=rank == 0)
+    state.config = config = take_over_memory_history(args, config, rank)
     try:
         preflight(config, rank=rank, world_size=int(getattr(args, "world_size", 1) or 1))
     except ConfigError as exc:

@@ -12,9 +12,9 @@ window, NVTX ranges) and, with ``--use-pytorch-profiler``, its own ``torch.profi
   ``--profile-record-shapes`` / ``--profile-with-stack``; ``--record-shapes`` (0.16+, shapes in
   the nsys NVTX ranges) becomes ``--profile-record-shapes`` too; ``-chakra`` (an execution trace
   we do not write) is refused with the fix; ``--nvtx-ranges`` (nsys only) is reported as unused.
-* ``--record-memory-history`` / ``--memory-snapshot-path`` are not profiler sessions: Megatron
-  records the CUDA allocator's history itself whether ``--profile`` is on or not, and that keeps
-  working beside us (nothing to take over).
+* ``--record-memory-history`` / ``--memory-snapshot-path`` (Megatron's allocator history) are
+  honoured through ``--profile-memory-snapshot/-oom`` under ``--profile``: one recorder of the
+  allocator per process (``megatron_memory.py``).
 """
 
 import os

@@ -12,7 +12,7 @@ Where they are bound is where the host's server binds (no listener of our own):
 - **The static server** (``MegatronServer``, Flask, rank 0 only, a thread per request) has no
   such routes: they are added to its app. A start or stop is queued on rank 0 and reaches every
   rank at the next request boundary through one broadcast at the start of ``run_mcore_engine``
-  (which every rank runs for every request of that server), as the trigger file's decisions do.
+  (which every rank runs for every request of that server): the poll's JSON exchange.
 
 Without ``--profile`` nothing here is patched and the routes are the host's own, if any.
 Dynamic servers before 0.19 (0.17, 0.18) have neither the routes nor the relay: not covered.
@@ -203,19 +203,21 @@ def mindspeed_prof_run_mcore_engine_wrapper(run_mcore_engine):
 
 
 def _apply_decisions():
-    """Every rank, before the request: rank 0's queued starts and stops, in one broadcast."""
+    """Every rank, before the request: rank 0's queued starts and stops, in one broadcast (the
+    poll's JSON exchange: nothing a rank receives is executed)."""
     from mindspeed_prof.patches import dynamic_inference
     from mindspeed_prof.patches.topology import rank_and_world
-    from mindspeed_prof.trigger import share_from_rank0
 
     rank, world = rank_and_world(None)
     with _pending_lock:
-        mine = list(_pending) if rank == 0 else None
+        mine = [[kind, generation, _knobs(window)] for kind, generation, window in _pending] \
+            if rank == 0 else None
         _pending.clear()
-    commands = share_from_rank0(mine, world) or []
+    commands = _from_rank0(mine, rank, world) or []
     driver = state.inference
     control = dynamic_inference.control
-    for kind, generation, window in commands:
+    for kind, generation, knobs in commands:
+        window = http_control.start_request(knobs) if kind == "start" else None
         if not hasattr(driver, "start_window"):
             break  # nothing profiled in this process (the null driver)
         answer = driver.start_window(window) if kind == "start" else driver.stop_window()
@@ -226,6 +228,23 @@ def _apply_decisions():
                 control.started(generation, driver.requests + 1, window)
         if rank == 0:
             log.info(f"POST /{kind}_profile: {answer} before request {driver.requests + 1}")
+
+
+def _knobs(window):
+    if window is None:
+        return None
+    return {"delay": window.delay, "max": window.length, "prefix": window.prefix}
+
+
+def _from_rank0(value, rank, world):
+    import torch.distributed as dist
+
+    from mindspeed_prof import exchange
+    from mindspeed_prof.trigger import _collective_device
+
+    if world <= 1 or not (dist.is_available() and dist.is_initialized()):
+        return value
+    return exchange.broadcast(value, rank=rank, device=_collective_device(dist))
 
 
 TARGETS = (

@@ -44,6 +44,11 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+# What makes torch_npu start a profiler or an allocator recorder of its own (mindspeed_prof/armed.py)
+TORCH_NPU_ARMING = ("PROF_CONFIG_PATH", "MSMONITOR_USE_DAEMON", "KINETO_USE_DAEMON",
+                    "PROFILER_SAMPLECONFIG", "PROFILING_MODE", "OOM_SNAPSHOT_ENABLE")
+
+
 @pytest.fixture(scope="session")
 def _readers_cache(tmp_path_factory):
     return str(tmp_path_factory.mktemp("readers_cache"))
@@ -52,7 +57,8 @@ def _readers_cache(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def _clean_profiling_env(monkeypatch, _readers_cache):
     for name in list(os.environ):
-        if name.startswith("MINDSPEED_PROF_") or name.startswith("FAKE_TORCH_NPU"):
+        if name.startswith("MINDSPEED_PROF_") or name.startswith("FAKE_TORCH_NPU") \
+                or name in TORCH_NPU_ARMING:
             monkeypatch.delenv(name, raising=False)
     # check/summary remember what they read (output/cache.py): in the session's temp folder,
     # never the developer's ~/.cache

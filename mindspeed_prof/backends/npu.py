@@ -6,6 +6,7 @@ checked (profiler_info written, parse output present, parser logs free of errors
 """
 
 import glob
+import importlib
 import json
 import multiprocessing
 import os
@@ -15,7 +16,7 @@ import threading
 from .. import layout
 from ..errorcapture import capture_error_lines
 from ..errors import BackendUnavailable
-from . import npu_options
+from . import npu_mstx, npu_options
 from .base import Backend
 
 
@@ -46,6 +47,19 @@ def usable():
     return True, getattr(torch_npu, "__version__", "unknown")
 
 
+def memory_api():
+    """torch_npu's caching-allocator module and its out-of-memory observer hook (the memory
+    mechanism, ``backends/memory.py``, goes through here: only this module imports torch_npu)."""
+    torch_npu = import_torch_npu()
+    return (importlib.import_module("torch_npu.npu.memory"),
+            torch_npu._C._npu_attach_out_of_memory_observer)
+
+
+def device_initialized():
+    """Whether this process has set up its NPU yet (``torch_npu.npu.is_initialized()``)."""
+    return bool(import_torch_npu().npu.is_initialized())
+
+
 class NpuBackend(Backend):
     name = "npu"
 
@@ -61,6 +75,7 @@ class NpuBackend(Backend):
         self._parsers = []  # the processes torch_npu started for an async parse
         self._parsers_owner = os.getpid()  # only their parent can wait on them
         self._parse_loss_said = False
+        self._mstx = npu_mstx.NO_MSTX  # our labels as mstx ranges while mstx collects
 
     @property
     def version(self):
@@ -87,6 +102,7 @@ class NpuBackend(Backend):
         for note in npu_options.behaviour_notes(config, self.version):
             self.report("warning", "start", note)
         experimental = tp._ExperimentalConfig(**exp_kwargs)
+        self._mstx = npu_mstx.MstxLabels.for_window(self._torch_npu, tp, experimental)
         # Keywords, not positions: torch_npu's schedule takes (wait, active, warmup, ...).
         schedule = tp.schedule(wait=s.wait, active=s.active, warmup=s.warmup, repeat=s.repeat,
                                skip_first=s.skip_first)
@@ -121,14 +137,21 @@ class NpuBackend(Backend):
         self._prof.step_num = iteration
         self._prof.current_action = schedule(iteration)
         self._call("start", self._prof.start)
+        self._mstx.step_began(self._prof.step_num)
 
     def step(self):
+        self._mstx.step_ended()
         self._call("step", self._prof.step)
+        self._mstx.step_began(self._prof.step_num)
+
+    def range(self, name):
+        return self._mstx.range(name) or super().range(name)
 
     def stop(self):
         if self._prof is None or self._stopped:
             return
         self._stopped = True
+        self._mstx.step_ended()
         self._call("stop", self._prof.stop)
         if not self.saved.is_set() and not self.outputs():
             self._mark_saved()  # stopped in warm-up: torch_npu deletes the folder, nothing to wait for

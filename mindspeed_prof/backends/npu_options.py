@@ -46,6 +46,9 @@ def experimental_kwargs(config, tp):
         wanted["aic_metrics"] = getattr(tp.AiCMetrics, config.profile_aic_metrics)
     if config.profile_gc_detect_threshold is not None:
         wanted["gc_detect_threshold"] = float(config.profile_gc_detect_threshold)
+    for knob in ("profile_mstx_domain_include", "profile_mstx_domain_exclude"):
+        if getattr(config, knob):  # only when set: a wheel without it drops it, by name
+            wanted[NPU_KEYWORDS[knob]] = list(getattr(config, knob))
     if config.profile_host_sys:
         host_values = []
         for name in config.profile_host_sys:

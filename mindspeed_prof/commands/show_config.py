@@ -15,7 +15,7 @@ from mindspeed_prof.arguments.host_defaults import megatron_default_for
 from mindspeed_prof.backends import describe
 from mindspeed_prof.errors import BackendUnavailable, ConfigError
 from mindspeed_prof.plan import make_plan
-from mindspeed_prof.startup import check_save_path
+from mindspeed_prof.startup import check_save_path, memory_device, refuse_armed_profilers
 from mindspeed_prof.commands import show_http as notices_http
 from mindspeed_prof.units import ENGINE_STEP, ITERATION, REQUEST, UNITS, describe_window
 from mindspeed_prof.window import StepSchedule, passed_windows
@@ -91,9 +91,12 @@ def resolve(args):
     # As start-up checks a profiled rank (the example rank profiles; an empty selection was
     # refused above).
     _check_save_path_leaving_no_trace(config.profile_save_path, plan.rank, backend)
+    refuse_armed_profilers(config)  # torch_npu's env-armed profilers, as start-up refuses them
     plan.check_budget(backend, 1)
     save_path = os.path.abspath(config.profile_save_path)
-    session = plan.first_session() or _trigger_example(plan, waits_for_http)
+    session = plan.first_session() or (_capture_example(plan) if config.captures
+                                       and not config.profile_trigger_file
+                                       else _trigger_example(plan, waits_for_http))
     folder = os.path.abspath(plan.window_dir(session))
     worker = plan.worker_name(session) if plan.session_per_unit else None
     call, call_notes = (describe.npu_call if backend == "npu" else describe.torch_call)(
@@ -104,7 +107,8 @@ def resolve(args):
         else _plan_notes(config, plan.windows, args.first_iteration))
     if waits_for_http:
         notes.insert(len(notes_first), notices_http.waiting_note(unit))
-    notes += list(config.warnings()) + call_notes
+    notes += list(config.warnings()) + call_notes + _memory_notes(config, backend, folder,
+                                                                  save_path, plan.rank)
     ignored = backends.ignored_flags(backend, config)
     if ignored:
         notes.append(f"ignored by the {backend} backend: {', '.join(ignored)}")
@@ -123,6 +127,16 @@ def resolve(args):
                    "describe": f"on request: `mindspeed-prof trigger "
                                f"{config.profile_trigger_file} --steps N` (rank 0 looks every "
                                f"{config.profile_trigger_poll} {unit.plural})"}
+    captures = None
+    if config.captures:
+        from mindspeed_prof.capture_words import rules_in_words
+
+        chosen = ("the selected rank(s) resolved inside the job" if selection_note else
+                  f"the selected rank(s) {','.join(map(str, plan.selected_ranks))}")
+        captures = {key: getattr(config, f"profile_{key}") for key in (
+            "on_slow_step", "on_straggler", "capture_steps", "capture_warmup",
+            "capture_cooldown", "max_captures", "trigger_poll")}
+        captures["describe"] = rules_in_words(config, unit.name, unit.plural, chosen)
     return {
         "unit": unit.name,
         "config": config.as_dict(),
@@ -133,6 +147,7 @@ def resolve(args):
         "window_count": None if repeats_to_the_end else len(windows),
         "trigger": trigger,
         "http": notices_http.http_plan(config, unit) if serving else None,
+        "captures": captures,
         "backend": backend,
         "save_path": save_path,
         "profiler_call": call,
@@ -172,6 +187,27 @@ def _megatron_version(given):
         return None, None
 
 
+def _memory_notes(config, backend, folder, save_path, rank):
+    """What --profile-memory-* will write, or why this machine could not."""
+    from mindspeed_prof import layout
+
+    notes = []
+    try:
+        device = memory_device(config, backend)
+    except ConfigError as exc:
+        return [f"not runnable on this machine: {exc}"]
+    if config.profile_memory_snapshot:
+        notes.append(f"--profile-memory-snapshot: the {device or 'device'} allocator's history "
+                     f"through each window -> {os.path.join(folder, layout.memory_snapshot_name(rank))}"
+                     f" (each window's folder)")
+    if config.profile_memory_oom:
+        notes.append(f"--profile-memory-oom: the allocator's history from start-up (newest "
+                     f"{config.profile_memory_max_entries} events); on out-of-memory -> "
+                     f"{os.path.join(save_path, layout.memory_oom_name(rank))}, then the error "
+                     f"as before")
+    return notes
+
+
 def _window(schedule, unit=ITERATION):
     return {"start": schedule.start, "end": schedule.end,
             "describe": describe_window(schedule, unit, per_unit_sessions=unit is REQUEST),
@@ -188,6 +224,18 @@ def _trigger_example(plan, http=False):
     if plan.session_per_unit:
         return StepSchedule(skip_first=2, warmup=0, active=1)
     return StepSchedule(skip_first=1, warmup=1, active=1)
+
+
+def _capture_example(plan):
+    """The session of the earliest capture a rule could take (for the call shown): at the first
+    poll after the warm-up and the median's first samples."""
+    from mindspeed_prof.anomaly import MIN_SAMPLES
+
+    config = plan.config
+    poll, ready = config.profile_trigger_poll, plan.first + config.profile_capture_warmup + MIN_SAMPLES
+    n = -(-ready // poll) * poll
+    steps = 1 if plan.session_per_unit else config.profile_capture_steps
+    return StepSchedule(skip_first=n, warmup=0, active=steps)
 
 
 def _request_notes():
@@ -213,6 +261,9 @@ def _plan_notes(config, plans, first_iteration):
     if config.profile_trigger_file and not plans:
         notes.append("the call shown is a --steps 1 request seen at iteration 1; a request for "
                      "N steps records N iterations after the one it is seen at")
+    elif config.captures and not plans:
+        notes.append("the call shown is the earliest capture's; a capture records from the "
+                     "iteration at whose poll it is decided, each in its own iter_{a}-{b}/")
     return notes
 
 
@@ -277,4 +328,6 @@ def _plan_lines(report):
         lines.append(f"trigger:   {report['trigger']['describe']}")
     if report.get("http"):
         lines.append(f"http:      {report['http']['describe']}")
+    if report.get("captures"):
+        lines.append(f"captures:  {report['captures']['describe']}")
     return lines

@@ -1,11 +1,14 @@
 """``mindspeed-prof summary DIR [--top N] [--json|--csv] [--plot FILE.png]``.
 
 Per rank and overall: step time and its breakdown, top kernels and op types (NPU) or
-operators by self time (torch), and the slow ranks with what sets them apart. Exit 0 when at
+operators by self time (torch), and the slow ranks with what sets them apart; with allocator
+snapshots (``--profile-memory-snapshot/-oom``), each one's peak allocated and reserved bytes and
+top allocation sites at the peak (``memory``: see ``mindspeed-prof memory``). Exit 0 when at
 least one rank was summarised (a capture read into numbers), 1 when none could be (nothing
 found, or every capture unreadable: the reason goes to stderr), 2 on a usage error.
 """
 
+import json
 import sys
 
 HELP = "Summarise every rank's profile under DIR: step-time breakdown, top kernels, slow ranks."
@@ -33,7 +36,9 @@ def run(args):
     if args.no_cache:
         from mindspeed_prof.output import cache
         cache.disable()
+    from mindspeed_prof.output.render import memory as render_memory
     from mindspeed_prof.output.render import summary as render_summary
+    from mindspeed_prof.output.summary.memory import summarize_memory
     from mindspeed_prof.output.read.roles import role_roots
     from mindspeed_prof.output.summary.directory import summarize_directory
 
@@ -43,6 +48,11 @@ def run(args):
     if roots and not (len(roots) == 1 and roots[0].rel == "."):
         return _roles(args, roots)
     summary = summarize_directory(args.directory, top=args.top)
+    memory = summarize_memory(args.directory, top=args.top)  # allocator snapshots, if any
+    from mindspeed_prof.output.render.captures import captures_lines
+    from mindspeed_prof.output.summary.captures import compare_captures
+
+    captures = compare_captures(args.directory, top=args.top)  # [] unless a rule took some
     plotted = None
     if args.plot:
         from mindspeed_prof.output.render.plot import plot_breakdown
@@ -52,11 +62,19 @@ def run(args):
                   f"times (run `mindspeed-prof check {args.directory}` to see why).",
                   file=sys.stderr)
     if args.json:
-        print(render_summary.summary_json(summary))
+        data = render_summary.summary_dict(summary)
+        if memory:  # only where snapshots are: the JSON of a run without them is unchanged
+            data["memory"] = render_memory.memory_dicts(memory)
+        data["captures"] = captures
+        print(json.dumps(data, indent=2, default=str))
     elif args.csv:
-        print(render_summary.summary_csv(summary), end="")
+        print(render_summary.summary_csv(summary) + render_memory.memory_csv(memory), end="")
     else:
         print(render_summary.summary_table(summary))
+        if memory:
+            print("\n" + render_memory.memory_table(memory))
+        for line in captures_lines(captures):
+            print(line)
         if plotted:
             print(f"\nplot written to {plotted}")
     if not summary.summarised:

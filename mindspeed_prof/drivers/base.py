@@ -67,6 +67,10 @@ class NullDriver:
     def forward(self) -> ContextManager[Any]:
         return _NOTHING
 
+    def serve(self, work: Callable[..., T], args: tuple, kwargs: dict) -> T:
+        """One request (``generate``): here, just the work, its result as it is."""
+        return work(*args, **kwargs)
+
     # the RL step driver's calls
     def step(self, step: int) -> ContextManager[Any]:
         return _NOTHING

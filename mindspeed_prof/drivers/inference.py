@@ -14,20 +14,30 @@ the first, ``decode`` for the others::
                 model(...)
     driver.close("finished")
 
-With ``--profile-forwards A-B`` a request's session opens at its forward A and ends after its
-forward B (verl's ``profile_token_start/end``: a decode window inside each request); its step id
-is still the request's number.
-
 Megatron's server runs each request on a new Flask thread on rank 0 (the main thread elsewhere),
 and a profiler session records, steps and stops only on the thread that started it, so every
 request of a window is recorded as its own session in its own ``req_{n}-{n}/`` folder. The
 driver counts (``requests``); the recorder records. A ``generate`` called from inside another
-(MindSpeed-LLM's ``generate`` over Megatron's engine) is part of the outer request.
+(MindSpeed-LLM's ``generate`` over Megatron's engine) is part of the outer request, and a forward
+inside another forward (a legacy ``ForwardStep`` under an engine's) is one labelled forward.
+
+A request is the whole generation however it is consumed: ``serve(generate, args, kwargs)``
+keeps the request open while the iterator ``generate`` returns is consumed (MindSpeed-LLM's
+``generate(stream=True)`` computes every token as its caller iterates). It ends when the iterator
+is exhausted; an exception raised while iterating, or the caller closing (or dropping) it before
+its end, cuts the request. Its session runs on the thread that began it; consumption on another
+thread is not recorded, and the request is cut when its own thread next begins one (or at exit).
+
+With ``--profile-forwards A-B`` a request's session opens at its forward A and ends after its
+forward B (verl's ``profile_token_start/end``: a decode window inside each request); its step id
+is still the request's number.
 """
 
 import contextlib
+import dataclasses
 import threading
-from typing import Any, ContextManager, Iterator, Optional, Tuple
+from collections.abc import Iterator as LazyResult
+from typing import Any, Callable, ContextManager, Iterator, Optional, Tuple
 
 from ..config import ProfilerConfig
 from ..exits import exit_reason
@@ -38,15 +48,25 @@ from .base import NULL_DRIVER
 
 PREFILL = "prefill"
 DECODE = "decode"
+# What ends when an offline script (MindSpeed-LLM's inference.py, an engine loop) stops: messages
+# say "the inference process stopped ...", "the server stopped ..." only for a server.
+OFFLINE_REQUEST = dataclasses.replace(REQUEST, owner="the inference process")
+# The reason a request is cut when its caller leaves its stream unfinished: not an exception, so
+# never how the process ended.
+ABANDONED = "abandoned"
 
 
 class RequestDriver:
     def __init__(self, config: ProfilerConfig, *, rank: int = 0, world_size: int = 1,
                  local_rank: Optional[int] = None, layout_of: Any = None,
-                 parallel: Optional[dict] = None) -> None:
+                 parallel: Optional[dict] = None, server: bool = True) -> None:
+        """``server``: the host serves requests (Megatron's text-generation server) rather than
+        running them offline; only the words of its messages depend on it."""
         self.recorder = WindowRecorder(config, rank=rank, world_size=world_size,
                                        local_rank=local_rank, layout_of=layout_of,
-                                       parallel=parallel, unit=REQUEST, session_per_unit=True,
+                                       parallel=parallel,
+                                       unit=REQUEST if server else OFFLINE_REQUEST,
+                                       session_per_unit=True,
                                        on_final_manifest=self._final_notes)
         self.requests = 0  # requests started in this process: the last request's number
         # --profile-forwards A-B: only forwards A..B of each request are recorded.
@@ -58,6 +78,7 @@ class RequestDriver:
         if self.recorder.idle:
             # Nothing to do on this rank: no counting, no ranges (the null driver's calls).
             self.request, self.forward = NULL_DRIVER.request, NULL_DRIVER.forward  # type: ignore
+            self.serve = NULL_DRIVER.serve  # type: ignore
 
     @property
     def rank(self) -> int:
@@ -89,22 +110,11 @@ class RequestDriver:
         A request that raises is cut: it is not a recorded request, and its window is cut."""
         local = self._local
         depth = getattr(local, "depth", 0)
-        local.depth = depth + 1
         if depth:
-            try:
-                yield None
-            finally:
-                local.depth = depth
+            yield None
             return
-        with self._lock:
-            self.requests += 1
-            n = self.requests
-        local.forwards, local.n = 0, n
-        # --profile-forwards A-B: the request's session opens at its forward A, not here.
-        local.begun = self._forwards is None
-        local.ended = False
-        if local.begun:
-            self.recorder.begin(n)
+        n = self._begin(local)
+        local.depth = 1
         failure = None
         try:
             yield n
@@ -112,52 +122,133 @@ class RequestDriver:
             failure = exit_reason(type(exc), exc)
             raise
         finally:
-            local.depth = depth
-            if local.begun and not local.ended:
-                self.recorder.end(n, failure)  # a request's session stops here, signals held
-            elif not local.begun:
-                self._too_short(n, local.forwards)
+            local.depth = 0
+            self._unit_ends(local, n, failure)  # a request's session stops here, signals held
+
+    def serve(self, work: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        """``work(*args, **kwargs)`` as one request. When it returns an iterator (a generation
+        streamed to its caller), the request stays open until the caller has consumed it."""
+        local = self._local
+        if getattr(local, "depth", 0):
+            return work(*args, **kwargs)  # inside another request: part of it, however consumed
+        n = self._begin(local)
+        local.depth = 1
+        try:
+            result = work(*args, **kwargs)
+        except BaseException as exc:
+            local.depth = 0
+            self._unit_ends(local, n, exit_reason(type(exc), exc))
+            raise
+        local.depth = 0
+        if not isinstance(result, LazyResult):
+            self._unit_ends(local, n, None)
+            return result
+        local.open = stream = _Stream(n, threading.get_ident())
+        return self._consumed(stream, _Advancing(local, stream, result))
+
+    def _begin(self, local: Any) -> int:
+        self._settle(local)
+        with self._lock:
+            self.requests += 1
+            n = self.requests
+        local.forwards, local.n = 0, n
+        # --profile-forwards A-B: the request's session opens at its forward A, not here.
+        local.begun, local.ended = self._forwards is None, False
+        if local.begun:
+            self.recorder.begin(n)
+        return n
+
+    def _unit_ends(self, local: Any, n: int, failure: Optional[tuple], fatal: bool = True
+                   ) -> None:
+        if getattr(local, "n", n) != n or getattr(local, "begun", True):
+            if not getattr(local, "ended", False):
+                self.recorder.end(n, failure, fatal=fatal)
+        else:
+            self._too_short(n, local.forwards)
+        local.ended = True
+
+    def _too_short(self, n: int, forwards: int) -> None:
+        schedule = self.recorder.schedule
+        if self._forwards and schedule is not None and schedule.start == n \
+                and self.recorder.active:
+            first, last = self._forwards
+            self.recorder.report("warning", "step", f"request {n} ran {forwards} forward(s): "
+                                                    f"--profile-forwards {first}-{last} starts "
+                                                    f"at its forward {first}, so nothing was "
+                                                    f"recorded for it")
+
+    def _consumed(self, stream: "_Stream", items: "_Advancing") -> Iterator[Any]:
+        """The caller's view of a streamed request: the same items; the request ends with them."""
+        failure: Optional[tuple] = (ABANDONED, "its output stream was closed before its end")
+        try:
+            result = yield from items
+            failure = None
+            return result
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            failure = exit_reason(type(exc), exc)
+            raise
+        finally:
+            self._end_stream(stream, failure)
+
+    def _end_stream(self, stream: "_Stream", failure: Optional[tuple]) -> None:
+        if stream.done:
+            return
+        if threading.get_ident() != stream.thread:
+            # Its session can only be stopped on its own thread: that thread settles it when it
+            # begins its next request (or the exit flush cuts it).
+            stream.elsewhere = stream.elsewhere or threading.get_ident()
+            return
+        stream.done, self._local.open = True, None
+        self._end(stream.n, stream.cut_elsewhere() or failure)
+
+    def _settle(self, local: Any) -> None:
+        """A streamed request of this thread still open when the thread begins another is cut."""
+        stream = getattr(local, "open", None)
+        if stream is None:
+            return
+        stream.done, local.open = True, None
+        self._end(stream.n, stream.cut_elsewhere() or (
+            ABANDONED, f"its output stream was left unfinished when request "
+                       f"{self.requests + 1} began"))
+
+    def _end(self, n: int, failure: Optional[tuple]) -> None:
+        self._unit_ends(self._local, n, failure,
+                        fatal=failure is None or failure[0] != ABANDONED)
 
     def forward(self) -> ContextManager[Any]:
-        """A labelled range around one forward of the running request (a no-op outside one)."""
+        """A labelled range around one forward of the running request (a no-op outside one,
+        and inside another forward: an engine's forward over a legacy one is one forward)."""
         local = self._local
-        if not getattr(local, "depth", 0):
+        if not getattr(local, "depth", 0) or getattr(local, "in_forward", False):
             return NULL_DRIVER.range(PREFILL)
         first = local.forwards == 0
         local.forwards += 1
-        label = PREFILL if first else DECODE
-        if self._forwards is not None:
-            return self._forward_in_window(local, local.forwards, label)
-        return self.recorder.range(label)
+        return self._labelled(local, PREFILL if first else DECODE, local.forwards)
 
     @contextlib.contextmanager
-    def _forward_in_window(self, local: Any, k: int, label: str) -> Iterator[None]:
-        """Forward ``k`` of the request under ``--profile-forwards A-B``: forward A begins the
-        request's session, forward B ends it; the others run outside any session."""
-        first, last = self._forwards or (1, 0)
-        if k == first:
+    def _labelled(self, local: Any, name: str, k: int) -> Iterator[None]:
+        """Forward ``k`` of the request; under ``--profile-forwards A-B`` forward A begins the
+        request's session and forward B ends it."""
+        window = self._forwards
+        if window is not None and k == window[0] and not local.begun:
             self.recorder.begin(local.n)
             local.begun = True
+        local.in_forward = True
         failure = None
         try:
-            with self.recorder.range(label):
+            with self.recorder.range(name):
                 yield
         except BaseException as exc:
             failure = exit_reason(type(exc), exc)
             raise
         finally:
-            if local.begun and not local.ended and (k == last or failure is not None):
+            local.in_forward = False
+            if window is not None and local.begun and not local.ended \
+                    and (k == window[1] or failure is not None):
                 local.ended = True
                 self.recorder.end(local.n, failure)
-
-    def _too_short(self, n: int, forwards: int) -> None:
-        schedule = self.recorder.schedule
-        if schedule is not None and schedule.start == n and self.recorder.active:
-            first, last = self._forwards or (1, 0)
-            self.recorder.report("warning", "step", f"request {n} ran {forwards} forward(s): "
-                                                    f"--profile-forwards {first}-{last} starts "
-                                                    f"at its forward {first}, so nothing was "
-                                                    f"recorded for it")
 
     def range(self, name: str) -> ContextManager[Any]:
         return self.recorder.range(name)
@@ -178,3 +269,59 @@ class RequestDriver:
         cut = self.recorder.cut_window()
         if cut is not None:
             manifest.set_window_cut(cut.start, cut.end, self.requests)
+
+
+class _Stream:
+    """A request whose generation its caller is still consuming (``serve`` returned it)."""
+
+    def __init__(self, n: int, thread: int) -> None:
+        self.n, self.thread = n, thread
+        self.done = False
+        self.elsewhere: Optional[int] = None  # a thread other than its own that consumed it
+
+    def cut_elsewhere(self) -> Optional[tuple]:
+        if self.elsewhere is None:
+            return None
+        return (ABANDONED, f"its output stream was consumed on thread {self.elsewhere}, not on "
+                           f"thread {self.thread} that began it: that work is not recorded")
+
+
+class _Advancing:
+    """The iterator a streamed request returned, advanced inside that request: each step runs
+    with the request open on its thread (its forwards are labelled, a ``generate`` inside it is
+    part of it); between steps the thread is free to begin another request."""
+
+    def __init__(self, local: Any, stream: _Stream, items: Iterator[Any]) -> None:
+        self.local, self.stream, self.items = local, stream, items
+
+    def _step(self, call: Callable[..., Any], *args: Any) -> Any:
+        stream = self.stream
+        if stream.done:
+            return call(*args)
+        if threading.get_ident() != stream.thread:
+            stream.elsewhere = threading.get_ident()
+            return call(*args)
+        local = self.local  # a threading.local: this thread's values
+        depth = getattr(local, "depth", 0)
+        local.depth = depth + 1
+        try:
+            return call(*args)
+        finally:
+            local.depth = depth
+
+    def __iter__(self) -> "_Advancing":
+        return self
+
+    def __next__(self) -> Any:
+        return self._step(next, self.items)
+
+    def send(self, value: Any) -> Any:
+        return self._step(self.items.send, value)  # type: ignore[attr-defined]
+
+    def throw(self, *exc: Any) -> Any:
+        return self._step(self.items.throw, *exc)  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        close = getattr(self.items, "close", None)
+        if close is not None:
+            self._step(close)

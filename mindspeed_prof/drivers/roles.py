@@ -63,6 +63,13 @@ class RLStepDriver:
         self._done: set = set()       # stages already recorded in the current step
         self._repeated: set = set()   # steps entered more than once (warned about once)
         self.recorders: Dict[Optional[str], WindowRecorder] = {}
+        if config.profile and config.captures and self.stages:
+            flag = ("--profile-on-slow-step" if config.profile_on_slow_step is not None
+                    else "--profile-on-straggler")
+            raise ConfigError(f"role {role!r}: {flag} judges the time of whole RL steps, but "
+                              f"profile_stages {','.join(self.stages)} records stages one by one "
+                              f"(a recorder each, none of them timing the step); drop "
+                              f"profile_stages to capture whole RL steps, or drop {flag}.")
         try:
             for stage in self.stages or (None,):
                 # The role names a folder: the recorder's plan refuses one that cannot.

@@ -1,4 +1,5 @@
-"""Opt-in tier: the real MindSpeed and MindSpeed-LLM on CPU (gloo, 2 ranks, torch backend).
+"""Opt-in tier: the real MindSpeed and MindSpeed-LLM on CPU (gloo, 2 ranks, torch backend):
+training through every route, and MindSpeed-LLM's inference.py answering requests.
 
 Needs three checkouts, never vendored here: MINDSPEED_LLM_PATH (MindSpeed-LLM master),
 MINDSPEED_PATH (MindSpeed master) and MEGATRON_LM_PATH (Megatron-LM core_v0.12.1), in a Python
@@ -18,8 +19,9 @@ import pytest
 from harness import real_mindspeed
 from harness.real_megatron import TINY
 from harness.real_mindspeed.npu_stubs import ANNOUNCE
+from harness.real_mindspeed import llama
 from harness.real_mindspeed.run_script import REPORT_TAG
-from helpers.traces import step_ids, torch_traces
+from helpers.traces import manifest, step_ids, torch_traces
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(
     bool(real_mindspeed.missing()),
@@ -43,13 +45,17 @@ def megatron_script_with_mindspeed(folder, *edits):
         ("import torch", "import mindspeed.megatron_adaptor"), *edits)
 
 
+def tier_env(folder, autoload=False):
+    return dict(os.environ, PYTHONPATH=real_mindspeed.python_path(str(folder)),
+                CUDA_DEVICE_MAX_CONNECTIONS="1", TORCHDYNAMO_DISABLE="1", OMP_NUM_THREADS="1",
+                MINDSPEED_PROF_AUTOLOAD="1" if autoload else "0")
+
+
 def run(tmp_path, script, launcher=LAUNCHER, autoload=False, flags=None):
     """Train ``script`` on 2 ranks asking for rank 1 at iterations 3 and 4; the finished run."""
     save = tmp_path / "prof"
     wrapper = real_mindspeed.wrapper(str(tmp_path / "run"), script)
-    env = dict(os.environ, PYTHONPATH=real_mindspeed.python_path(str(tmp_path)),
-               CUDA_DEVICE_MAX_CONNECTIONS="1", TORCHDYNAMO_DISABLE="1", OMP_NUM_THREADS="1",
-               MINDSPEED_PROF_AUTOLOAD="1" if autoload else "0")
+    env = tier_env(tmp_path, autoload)
     if flags is None:
         flags = ["--profile", "--profile-ranks", "1", "--profile-step-start", "3",
                  "--profile-step-end", "5", "--profile-save-path", str(save),
@@ -155,3 +161,145 @@ def test_the_stub_shows_mindspeed_llm_own_profiler_when_we_are_not_there(tmp_pat
                       str(tmp_path / "host_prof")])
     assert done.returncode == 0, tail(done)
     assert (done.stdout + done.stderr).count(ANNOUNCE) == 1
+
+
+# -- MindSpeed-LLM's inference.py: requests ------------------------------------------------------
+# The tiny LLaMA of harness.real_mindspeed.llama, its checkpoint written by MindSpeed-LLM's own
+# pretrain_gpt.py. Window: request 2 (requests 2-3 with TP=2); `--task greedy greedy greedy` runs
+# three non-streamed generates, `--task chat` streams each answer from a generator read on stdin.
+
+AUTOLOAD_SKIP = pytest.mark.skipif(not _autoload_installed(),
+                                   reason="autoload .pth not in this interpreter's site-packages")
+TORCH_LAUNCH = ("-m", "torch.distributed.launch", "--standalone", "--nproc_per_node", "1")
+
+
+class TinyLlama:
+    def __init__(self, folder):
+        self.folder = folder
+        self.tokenizer = llama.build_tokenizer(os.path.join(folder, "tokenizer"))
+        self._checkpoints = {}
+
+    def checkpoint(self, tp=1):
+        if tp not in self._checkpoints:
+            wrapper = real_mindspeed.wrapper(os.path.join(self.folder, "run"), llm_script())
+            self._checkpoints[tp] = llama.save_checkpoint(wrapper, self.folder, self.tokenizer,
+                                                          tier_env(self.folder), tp)
+        return self._checkpoints[tp]
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory):
+    return TinyLlama(str(tmp_path_factory.mktemp("tiny_llama")))
+
+
+def infer(tmp_path, model, *, tp=1, tasks=("greedy",) * 3, runner=None, launcher=LAUNCHER,
+          autoload=False, script=None, stdin=None, window=(2, 3)):
+    """MindSpeed-LLM's inference.py on ``tp`` ranks (TP=tp), every rank asked for ``window``."""
+    save = tmp_path / "prof"
+    script = script or os.path.join(os.environ["MINDSPEED_LLM_PATH"], "inference.py")
+    wrapper = real_mindspeed.wrapper(str(tmp_path / "run"), script)
+    runner = runner or ("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(tp))
+    flags = [*llama.inference_flags(model.checkpoint(tp), model.tokenizer, tp, tasks),
+             "--profile", "--profile-step-start", str(window[0]), "--profile-step-end",
+             str(window[1]), "--profile-ranks", "-1", "--profile-save-path", str(save),
+             "--profile-backend", "torch"]
+    done = subprocess.run([sys.executable, *runner, *launcher, wrapper, *flags],
+                          env=tier_env(tmp_path, autoload), cwd=tmp_path, input=stdin,
+                          capture_output=True, text=True, timeout=600)
+    done.save = save
+    return done
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "mindspeed_prof.cli", *args],
+                          capture_output=True, text=True)
+
+
+def recorded_requests(save):
+    """{rank: [request n of each req_n-n folder holding that rank's trace]}, step ids checked."""
+    found = {}
+    for trace in torch_traces(save):
+        rank = int(os.path.basename(trace).split(".")[0][len("rank"):])
+        folder = os.path.basename(os.path.dirname(trace))
+        n = int(folder.split("_")[1].split("-")[0])
+        assert folder == f"req_{n}-{n}" and step_ids(trace) == [n], trace
+        found.setdefault(rank, []).append(n)
+    return {rank: sorted(ns) for rank, ns in found.items()}
+
+
+def assert_profiled_requests(done, expected):
+    """Exactly ``expected`` ({rank: [requests]}) recorded, `check` valid, every recorded
+    request's forwards labelled: one prefill, then decodes (`summary`'s request lines)."""
+    assert done.returncode == 0, tail(done)
+    assert ANNOUNCE not in done.stdout + done.stderr, "a host profiler started"
+    assert recorded_requests(done.save) == expected, tail(done)
+    check = cli("check", str(done.save))
+    assert check.returncode == 0, check.stdout
+    summary = json.loads(cli("summary", str(done.save), "--json").stdout)
+    for rank in summary["ranks"]:
+        requests = rank["requests"]
+        assert [r["request"] for r in requests] == expected[rank["rank"]]
+        for r in requests:
+            assert (r["prefill"], r["forwards"]) == (1, 1 + r["decode"]) and r["decode"] >= 1, r
+
+
+def test_inference_py_through_the_launcher_profiles_request_2_with_its_forwards(tmp_path,
+                                                                                tiny_llama):
+    done = infer(tmp_path, tiny_llama)
+    assert_profiled_requests(done, {0: [2]})
+    data = manifest(done.save, 0)
+    assert (data["unit"], data["requests_served"], data["exit"]["reason"]) == (
+        "request", 3, "finished")
+    for name, variable in (("mindspeed", "MINDSPEED_PATH"), ("mindspeed_llm",
+                                                             "MINDSPEED_LLM_PATH")):
+        tree = os.path.abspath(os.environ[variable])
+        assert data["versions"][name].endswith(f" (source tree {tree})"), data["versions"]
+
+
+@AUTOLOAD_SKIP
+def test_inference_py_through_autoload_with_plain_torchrun(tmp_path, tiny_llama):
+    done = infer(tmp_path, tiny_llama, launcher=(), autoload=True)
+    assert_profiled_requests(done, {0: [2]})
+
+
+def test_inference_py_copy_importing_mindspeed_prof_auto(tmp_path, tiny_llama):
+    copy = real_mindspeed.script_copy(
+        str(tmp_path / "script"), os.path.join(os.environ["MINDSPEED_LLM_PATH"], "inference.py"),
+        ("from mindspeed_llm import megatron_adaptor", "import mindspeed_prof.auto"))
+    done = infer(tmp_path, tiny_llama, launcher=(), script=copy)
+    assert_profiled_requests(done, {0: [2]})
+
+
+def test_chat_through_torch_distributed_launch_records_the_streamed_tokens_of_request_2(
+        tmp_path, tiny_llama):
+    # What adapt-script writes for chat_*.sh: python -m torch.distributed.launch ... -m
+    # mindspeed_prof.launch inference.py ... --task chat. Each answer is a generator the chat
+    # loop iterates: the request spans it, so its forwards and matmuls are in req_2-2.
+    done = infer(tmp_path, tiny_llama, tasks=("chat",), runner=TORCH_LAUNCH,
+                 stdin="hello\nhow are you ?\ntell me a story\nq\n")
+    assert_profiled_requests(done, {0: [2]})
+    (trace,) = torch_traces(done.save)
+    with open(trace) as handle:
+        names = [e.get("name") for e in json.load(handle)["traceEvents"]]
+    assert names.count("aten::mm") >= 2 * llama.NEW_TOKENS, "the tokens were not computed inside"
+
+
+def test_tensor_parallel_inference_py_profiles_requests_2_and_3_on_both_ranks(tmp_path,
+                                                                              tiny_llama):
+    done = infer(tmp_path, tiny_llama, tp=2, tasks=("greedy",) * 4, window=(2, 4))
+    assert_profiled_requests(done, {0: [2, 3], 1: [2, 3]})
+
+
+def test_a_chat_prompt_beyond_the_position_limit_cuts_its_request(tmp_path, tiny_llama):
+    # Request 2's prompt + --max-new-tokens exceed --max-position-embeddings: MindSpeed-LLM's
+    # generation raises ValueError as the chat loop starts reading the answer.
+    too_long = " ".join(["the"] * llama.POSITIONS)
+    done = infer(tmp_path, tiny_llama, tasks=("chat",), stdin=f"hello\n{too_long}\nq\n")
+    assert done.returncode != 0 and "ValueError: Length of prompt" in done.stderr, tail(done)
+    data = manifest(done.save, 0)
+    assert data["status"] == "cut" and data["exit"]["reason"] == "exception", data
+    assert "the inference process stopped (exception) after request 2" in done.stderr
+    assert "the server" not in done.stderr
+    check = cli("check", str(done.save), "--json")
+    assert check.returncode == 1, check.stdout
+    assert [r["verdict"] for r in json.loads(check.stdout)["ranks"]] == ["cut"]

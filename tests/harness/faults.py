@@ -6,6 +6,10 @@ Iterations are the logged (1-based) numbers. Environment knobs:
 * ``HARNESS_SIGNAL_AT_ITER=N`` with ``HARNESS_SIGNAL=TERM|INT`` (default TERM): send that
   signal to this process during iteration N;
 * ``HARNESS_SLEEP_AT_ITER=N:SECONDS``: sleep that long inside iteration N;
+* ``HARNESS_SLOW_FROM_ITER=N:SECONDS``: sleep that long inside every iteration from N on (a
+  straggler: a rank that stays slow);
+* ``HARNESS_BUSY_FROM_ITER=N:SECONDS``: compute (``aten::mm``) for about that long inside every
+  iteration from N on (a slowed operator: the time shows in the trace, on that operator);
 * ``HARNESS_SLOW_EXPORT_S=SECONDS``: every ``torch.profiler.profile.export_chrome_trace`` sleeps
   that long first (a huge trace, a slow disk), so a test can show who waits for the export;
 * ``HARNESS_TORCH_PROFILER_FAIL=init,start,stop,export``: those ``torch.profiler.profile`` calls
@@ -14,6 +18,11 @@ Iterations are the logged (1-based) numbers. Environment knobs:
   with EFBIG as they fail with ENOSPC on a full disk), so a large trace hits a "full disk";
 * ``HARNESS_CLOCK_AHEAD_AT_ITER=N:SECONDS``: from iteration N on, ``--exit-duration-in-mins``
   reads a clock SECONDS ahead, so a test can make the wall-time limit strike at iteration N;
+* ``HARNESS_NPU_ALLOC_MB=N``: every training step "allocates" N MiB on the torch_npu double's
+  device and frees it (``torch_npu.npu.memory._fake_device_alloc``: tests/fakes on PYTHONPATH), so
+  the allocator has a history to record;
+* ``HARNESS_NPU_OOM_AT_ITER=N``: the step of iteration N asks the double's device for more than it
+  has: torch.OutOfMemoryError, after the out-of-memory observers ran;
 * ``HARNESS_FAULT_RANKS=0,1``: only these global ranks misbehave (default: all).
 
 A knob's value may end in ``@R,R`` to apply to those global ranks only, overriding
@@ -45,11 +54,17 @@ class FaultPlan:
     signal_name: str = "TERM"
     sleep_at: int = None
     sleep_s: float = 0.0
+    slow_from: int = None
+    slow_s: float = 0.0
+    busy_from: int = None
+    busy_s: float = 0.0
     slow_export_s: float = 0.0
     profiler_fail: tuple = ()
     clock_at: int = None
     clock_ahead_s: float = 0.0
     max_file_kb: int = None
+    npu_alloc_mb: int = None
+    npu_oom_at: int = None
 
     @classmethod
     def from_env(cls, env):
@@ -69,6 +84,8 @@ class FaultPlan:
             raise ValueError(f"HARNESS_SIGNAL={signal_name} must be one of {sorted(_SIGNALS)}")
         sleep_at, _, sleep_s = knob("HARNESS_SLEEP_AT_ITER").partition(":")
         clock_at, _, clock_s = knob("HARNESS_CLOCK_AHEAD_AT_ITER").partition(":")
+        slow_from, _, slow_s = knob("HARNESS_SLOW_FROM_ITER").partition(":")
+        busy_from, _, busy_s = knob("HARNESS_BUSY_FROM_ITER").partition(":")
         fail = tuple(p for p in knob("HARNESS_TORCH_PROFILER_FAIL").split(",") if p)
         unknown = sorted(set(fail) - set(_PROFILER_CALLS))
         if unknown:
@@ -80,11 +97,17 @@ class FaultPlan:
             signal_name=signal_name,
             sleep_at=_optional_int(sleep_at),
             sleep_s=float(sleep_s or 0.0),
+            slow_from=_optional_int(slow_from),
+            slow_s=float(slow_s or 0.0),
+            busy_from=_optional_int(busy_from),
+            busy_s=float(busy_s or 0.0),
             slow_export_s=float(knob("HARNESS_SLOW_EXPORT_S") or 0.0),
             profiler_fail=fail,
             clock_at=_optional_int(clock_at),
             clock_ahead_s=float(clock_s or 0.0),
             max_file_kb=_optional_int(knob("HARNESS_MAX_FILE_KB")),
+            npu_alloc_mb=_optional_int(knob("HARNESS_NPU_ALLOC_MB")),
+            npu_oom_at=_optional_int(knob("HARNESS_NPU_OOM_AT_ITER")),
         )
 
     def limit_file_size(self):
@@ -130,10 +153,30 @@ class FaultPlan:
         """Misbehave as planned for logged iteration ``iteration``."""
         if iteration == self.sleep_at:
             time.sleep(self.sleep_s)
+        if self.slow_from is not None and iteration >= self.slow_from:
+            time.sleep(self.slow_s)
+        if self.busy_from is not None and iteration >= self.busy_from:
+            _busy(self.busy_s)
         if iteration == self.signal_at:
             os.kill(os.getpid(), _SIGNALS[self.signal_name])
+        if self.npu_alloc_mb or iteration == self.npu_oom_at:
+            from torch_npu.npu import memory
+
+            if iteration == self.npu_oom_at:
+                memory._fake_device_alloc(1 << 50)  # more than any device holds
+            memory._fake_device_free(memory._fake_device_alloc(self.npu_alloc_mb << 20))
         if iteration == self.raise_at:
             raise RuntimeError(f"HARNESS_RAISE_AT_ITER: injected failure at iteration {iteration}")
+
+
+def _busy(seconds):
+    """Matrix products for about ``seconds``: real operator time, as a throttled device shows."""
+    import torch
+
+    a = torch.ones(192, 192)
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        a = torch.mm(a, a).clamp_(max=1.0)
 
 
 def _failing(point, name):

@@ -98,7 +98,18 @@ NON_FINITE = st.sampled_from(["nan", "NaN", "inf", "Infinity", "-inf", "+inf"])
 
 @st.composite
 def out_of_range_number(draw):
-    case = draw(st.sampled_from(["start", "end", "every", "poll", "gc", "max_gb"]))
+    case = draw(st.sampled_from(["start", "end", "every", "poll", "gc", "max_gb", "factor",
+                                 "capture_count"]))
+    if case == "factor":
+        flag = draw(st.sampled_from(["--profile-on-slow-step", "--profile-on-straggler"]))
+        value = draw(st.floats(max_value=1.0, allow_nan=False, allow_infinity=False))
+        return [f"{flag}={value}"], [flag]
+    if case == "capture_count":
+        flag, floor = draw(st.sampled_from([("--profile-capture-steps", 1),
+                                            ("--profile-max-captures", 1),
+                                            ("--profile-capture-warmup", 0),
+                                            ("--profile-capture-cooldown", 0)]))
+        return [f"{flag}={draw(st.integers(max_value=floor - 1))}"], [flag]
     if case == "start":
         value = draw(st.integers(max_value=0))
         return [f"--profile-step-start={value}"], ["--profile-step-start"]

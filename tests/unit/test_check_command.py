@@ -396,3 +396,17 @@ def test_window_the_manager_stopped_early_expects_only_what_it_recorded(tmp_path
          "stopped_early": "--profile-max-gb", "files": [os.path.basename(path)]}])
     code, report = check_json(capsys, tmp_path)
     assert code == 0 and "stopped early (--profile-max-gb)" in warnings(rank_of(report, 0))
+
+
+@pytest.mark.parametrize("rank_id", ["²", "٣"])
+def test_a_non_ascii_digit_rank_in_profiler_info_is_a_verdict_not_a_crash(pristine, tmp_path,
+                                                                           capsys, rank_id):
+    # str.isdigit() is true for "²" (and "٣" is a digit int() reads): found by the hypothesis
+    # test above; a rank_id is ASCII digits or no rank.
+    root = tmp_path / "odd"
+    shutil.copytree(pristine, root)
+    with open(root / samples.run_name(0) / "profiler_info_0.json", "w") as handle:
+        json.dump({"rank_id": rank_id}, handle)
+    code, out, err = check(capsys, root, "--json")
+    assert code in (0, 1) and "Traceback" not in err
+    assert all(r["verdict"] in VERDICTS for r in json.loads(out)["ranks"])

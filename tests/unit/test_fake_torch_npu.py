@@ -751,3 +751,175 @@ def test_npu_module_reports_a_usable_device_without_touching_torch(load):
     npu.npu._lazy_init()
     assert not hasattr(torch, "npu")
     assert "npu" not in dir(torch.backends)
+
+
+# ---------------------------------------------------------------------------------------------
+# torch_npu.npu.memory: allocator history, snapshots, out-of-memory observers
+# (Ascend/pytorch torch_npu/npu/memory.py, csrc/npu/Module.cpp, NPUCachingAllocator.cpp)
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_memory_history_functions_have_the_wheel_signatures(load, version):
+    memory = load(version).npu.memory
+    newer = version == "2.14.0"
+
+    assert _shape(memory._record_memory_history) == [
+        ("enabled", POS, "all"), ("args", inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.empty),
+        ("kwargs", inspect.Parameter.VAR_KEYWORD, inspect.Parameter.empty)]
+    assert _shape(memory._record_memory_history_impl) == [
+        ("enabled", POS, "all"), ("context", POS, "all"), ("stacks", POS, "all"),
+        ("max_entries", POS, sys.maxsize), ("device", POS, None)]
+    assert _shape(memory._snapshot) == [("device", POS, None)] + (
+        [("augment_with_fx_traces", POS, False)] if newer else [])
+    assert _shape(memory._dump_snapshot) == [("filename", POS, "dump_snapshot.pickle")] + (
+        [("augment_with_fx_traces", POS, False)] if newer else [])
+    snapshot = load(version)._C._npu_memorySnapshot
+    assert len(inspect.signature(snapshot).parameters) == (1 if newer else 0)
+
+
+def test_snapshot_holds_the_real_keys_and_a_history_ring_of_max_entries(load):
+    npu = load("2.7.1")
+    memory = npu.npu.memory
+    memory._record_memory_history("all", context="all", stacks="python", max_entries=4)
+    first = memory._fake_device_alloc(1000)
+    memory._fake_device_alloc(3 << 20)
+    memory._fake_device_free(first)
+
+    snapshot = memory._snapshot()
+
+    assert set(snapshot) == {"segments", "device_traces"}
+    (trace,) = snapshot["device_traces"]
+    assert [e["action"] for e in trace] == ["segment_alloc", "alloc", "free_requested",
+                                            "free_completed"]  # the 6 events, newest 4 kept
+    assert set(trace[1]) == {"action", "addr", "size", "stream", "pool_id", "frames"}
+    assert trace[1]["pool_id"] == (0, 0) and trace[1]["size"] == 3 << 20
+    assert trace[1]["frames"][0]["name"] == "test_snapshot_holds_the_real_keys_and_a_history_ring_of_max_entries"
+    segment = snapshot["segments"][0]
+    assert set(segment) == {"device", "address", "total_size", "allocated_size", "active_size",
+                            "requested_size", "stream", "segment_pool_id", "segment_type",
+                            "is_expandable", "frames", "blocks"}
+    assert {b["state"] for s in snapshot["segments"] for b in s["blocks"]} <= {
+        "active_allocated", "inactive"}
+
+
+def test_history_off_records_nothing_and_clears_the_ring(load):
+    memory = load("2.14.0").npu.memory
+    memory._record_memory_history("all", max_entries=10)
+    memory._fake_device_alloc(1000)
+    memory._record_memory_history(None)
+    memory._fake_device_alloc(1000)
+
+    assert memory._snapshot()["device_traces"] == [[]]
+    assert len(memory._snapshot()["segments"]) == 2  # the state is still there
+
+
+@pytest.mark.parametrize("version, mode", [("2.7.1", 0o200), ("2.14.0", None)])
+def test_dump_snapshot_makes_an_owner_write_only_file_before_2_13(load, tmp_path, version, mode):
+    memory = load(version).npu.memory
+    path = tmp_path / "dump.pickle"
+
+    memory._dump_snapshot(str(path))
+
+    if mode is not None:
+        assert path.stat().st_mode & 0o777 == mode
+    else:
+        assert path.read_bytes().startswith(b"\x80")
+
+
+def test_out_of_memory_calls_the_observers_then_raises_out_of_memory_error(load, monkeypatch):
+    npu = load("2.7.1")
+    monkeypatch.setenv("FAKE_TORCH_NPU_HBM_BYTES", str(64 << 20))
+    memory = npu.npu.memory
+    memory._record_memory_history("all")
+    calls = []
+    npu._C._npu_attach_out_of_memory_observer(lambda *args: calls.append(args))
+    memory._fake_device_alloc(40 << 20)
+
+    with pytest.raises(torch.OutOfMemoryError, match=r"NPU out of memory\. Tried to allocate 40\.00 MiB"):
+        memory._fake_device_alloc(40 << 20)
+
+    assert calls == [(0, 40 << 20, 64 << 20, 24 << 20)]
+    assert memory._snapshot()["device_traces"][0][-1]["action"] == "oom"
+    assert "device_free" in memory._snapshot()["device_traces"][0][-1]
+
+
+def test_an_observer_that_raises_replaces_the_out_of_memory_error(load, monkeypatch):
+    npu = load("2.14.0")
+    monkeypatch.setenv("FAKE_TORCH_NPU_HBM_BYTES", str(8 << 20))
+
+    def observer(*args):
+        raise KeyError("observer broke")
+
+    npu._C._npu_attach_out_of_memory_observer(observer)
+    with pytest.raises(KeyError, match="observer broke"):
+        npu.npu.memory._fake_device_alloc(16 << 20)
+
+
+# ---------------------------------------------------------------------------------------------
+# torch_npu.npu.mstx (torch_npu/npu/mstx.py) and mstx collection
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_mstx_has_each_wheels_functions_and_signatures(load, version):
+    mstx = load(version).npu.mstx
+
+    assert _shape(mstx.range_start) == [("message", POS, inspect.Parameter.empty),
+                                        ("stream", POS, None), ("domain", POS, "default")]
+    assert _shape(mstx.range_end) == [("range_id", POS, inspect.Parameter.empty),
+                                      ("domain", POS, "default")]
+    assert hasattr(mstx, "range_push") == hasattr(mstx, "annotate") == (version == "2.14.0")
+    assert hasattr(load(version).profiler.profile, "_start_step_mstx_range") == (version == "2.14.0")
+
+
+def test_mstx_range_start_returns_zero_for_an_empty_message(load):
+    mstx = load("2.7.1").npu.mstx
+
+    with pytest.warns(UserWarning, match="Invalid message for mstx.range_start"):
+        assert mstx.range_start("") == 0
+
+
+@pytest.mark.parametrize("version", ["2.7.1", "2.14.0"])
+def test_mstx_ranges_reach_trace_view_only_while_a_capture_collects_them(load, tmp_path, version):
+    npu = load(version)
+    mstx = npu.npu.mstx
+    mstx.range_end(mstx.range_start("before the capture"))
+    experimental = npu.profiler._ExperimentalConfig(profiler_level=npu.profiler.ProfilerLevel.Level_none,
+                                                    mstx=True, export_type=[npu.profiler.ExportType.Text])
+    prof = npu.profiler.profile(activities=[npu.profiler.ProfilerActivity.NPU],
+                                schedule=npu.profiler.schedule(wait=0, warmup=0, active=2, repeat=1),
+                                on_trace_ready=npu.profiler.tensorboard_trace_handler(str(tmp_path)),
+                                experimental_config=experimental)
+    prof.start()
+    for step in range(2):
+        mstx.range_end(mstx.range_start(f"label {step}"))
+        prof.step()
+    prof.stop()
+
+    (run,) = run_dirs(tmp_path)
+    with open(os.path.join(run, "ASCEND_PROFILER_OUTPUT", "trace_view.json")) as handle:
+        names = {e["name"] for e in json.load(handle) if e.get("cat") == "mstx"}
+    expected = {"label 0", "label 1"}
+    if version == "2.14.0":  # each step is a ProfilerStep#N mstx range of torch_npu's own
+        expected |= {"ProfilerStep#0", "ProfilerStep#1"}
+    assert names == expected
+    assert not os.path.exists(os.path.join(run, "ASCEND_PROFILER_OUTPUT", "kernel_details.csv"))
+
+
+def test_mstx_domain_exclude_leaves_a_domain_out_of_the_capture(load, tmp_path):
+    npu = load("2.7.1")
+    mstx = npu.npu.mstx
+    experimental = npu.profiler._ExperimentalConfig(mstx=True, mstx_domain_exclude=["communication"],
+                                                    export_type=[npu.profiler.ExportType.Text])
+    prof = npu.profiler.profile(schedule=npu.profiler.schedule(wait=0, warmup=0, active=1, repeat=1),
+                                on_trace_ready=npu.profiler.tensorboard_trace_handler(str(tmp_path)),
+                                experimental_config=experimental)
+    prof.start()
+    mstx.range_end(mstx.range_start("kept"))
+    mstx.range_end(mstx.range_start("dropped", domain="communication"), domain="communication")
+    prof.step()
+    prof.stop()
+
+    (run,) = run_dirs(tmp_path)
+    with open(os.path.join(run, "ASCEND_PROFILER_OUTPUT", "trace_view.json")) as handle:
+        names = {e["name"] for e in json.load(handle) if e.get("cat") == "mstx"}
+    assert names == {"kept"}

@@ -1,12 +1,14 @@
 """The inference driver (requests as the unit) on the torch backend and the torch_npu double:
 per-request sessions on the thread that computes, prefill/decode ranges, nested generates,
-idle ranks, a trigger, and what a server that stops inside or before its window says."""
+idle ranks, a trigger, what a server (or an offline process) that stops inside or before its
+window says, and streamed generations: a request lasts until its stream is consumed."""
 
 import csv
 import glob
 import os
+import threading
 
-from helpers.inference import armed, config, events, one_request, serve
+from helpers.inference import armed, config, events, one_request, serve, work
 from helpers.npu import fake_npu  # noqa: F401 - a fixture
 from helpers.traces import manifest, step_ids, torch_traces
 from mindspeed_prof import trigger
@@ -109,3 +111,120 @@ def test_npu_captures_are_one_per_request_named_after_rank_and_request(tmp_path,
         with open(kernels) as handle:
             assert {row["Step Id"] for row in csv.DictReader(handle)} == {str(n)}
     assert manifest(tmp_path / "prof", 0)["status"] == "complete"
+
+
+# -- a request is the whole generation, however it is consumed (RequestDriver.serve) ---------------
+
+def streamed(driver, tokens=4):
+    """A generate that returns a generator computing one token per item (MindSpeed-LLM's
+    ``generate(stream=True)``): nothing is computed before the caller iterates."""
+    def generate():
+        def tokens_one_by_one():
+            for i in range(tokens):
+                with driver.forward():
+                    work()
+                yield i
+        return tokens_one_by_one()
+    return driver.serve(generate, (), {})
+
+
+def test_a_streamed_generation_is_recorded_while_its_caller_consumes_it(tmp_path):
+    driver = armed(config(tmp_path))
+    answers = [list(streamed(driver)) for _ in range(3)]
+    driver.close()
+    assert answers == [[0, 1, 2, 3]] * 3
+    save = tmp_path / "prof"
+    for trace in torch_traces(save):
+        names = [e["name"] for e in events(trace)]
+        assert (names.count("prefill"), names.count("decode"), names.count("aten::addmm")) == (
+            1, 3, 4)
+    assert [step_ids(t) for t in torch_traces(save)] == [[2], [3]]
+    assert manifest(save, 0)["status"] == "complete"
+
+
+def test_a_result_that_is_not_an_iterator_is_returned_as_it_is(tmp_path):
+    driver = armed(config(tmp_path))
+    answer = {"text": [1, 2]}
+    assert driver.serve(lambda: answer, (), {}) is answer
+    driver.close()
+    assert driver.requests == 1
+
+
+def test_a_stream_consumed_on_another_thread_cuts_its_request_and_says_why(tmp_path, capsys):
+    driver = armed(config(tmp_path))
+    one_request(driver)
+    stream = streamed(driver)  # request 2 begins here, on this thread ...
+    reader = threading.Thread(target=list, args=(stream,))  # ... and is read on another
+    reader.start()
+    reader.join()
+    one_request(driver)  # request 3, on this thread: request 2 is settled first
+    driver.close()
+    data = manifest(tmp_path / "prof", 0)
+    (planned,) = data["planned"]
+    assert (planned["status"], planned["cut"]["reason"], planned["recorded"]) == (
+        "cut", "abandoned", [3])
+    assert f"consumed on thread {reader.ident}, not on thread" in capsys.readouterr().err
+
+
+def test_a_forward_inside_a_forward_is_one_labelled_forward(tmp_path):
+    # Megatron's engine forward over a legacy ForwardStep: both are hooked, one label each step.
+    driver = armed(config(tmp_path))
+    for _ in range(2):
+        with driver.request():
+            for _ in range(3):
+                with driver.forward(), driver.forward():
+                    work()
+    driver.close()
+    (trace,) = torch_traces(tmp_path / "prof")
+    names = [e["name"] for e in events(trace)]
+    assert (names.count("prefill"), names.count("decode")) == (1, 2)
+
+
+def test_an_offline_process_says_the_inference_process_stopped(tmp_path, capsys):
+    driver = armed(config(tmp_path, profile_step_end=6), server=False)
+    serve(driver, 3)
+    driver.close("exception", "ValueError: boom")
+    said = ("the inference process stopped (exception) after request 3, before the window of "
+            "requests 2-5 completed: requests 2-3 were recorded")
+    assert said in capsys.readouterr().err
+    assert said in [w["message"] for w in manifest(tmp_path / "prof", 0)["warnings"]]
+
+
+def test_an_idle_rank_serves_the_work_untouched(tmp_path):
+    driver = armed(config(tmp_path, profile_ranks=(0,)), rank=1, world_size=2)
+    stream = iter([1, 2])
+    assert driver.serve(lambda: stream, (), {}) is stream
+    assert driver.requests == 0
+
+
+def test_a_stream_that_raises_mid_way_cuts_its_request_and_the_error_reaches_the_reader(
+        tmp_path):
+    driver = armed(config(tmp_path))
+    one_request(driver)
+
+    def generate():
+        def tokens():
+            for i in range(4):
+                if i == 2:
+                    raise RuntimeError("device lost at token 2")
+                with driver.forward():
+                    work()
+                yield i
+        return tokens()
+
+    read = []
+    try:
+        for token in driver.serve(generate, (), {}):
+            read.append(token)
+    except RuntimeError as error:
+        read.append(str(error))
+    one_request(driver)
+    driver.close()
+    assert read == [0, 1, "device lost at token 2"]
+    data = manifest(tmp_path / "prof", 0)
+    (planned,) = data["planned"]
+    assert (planned["status"], planned["cut"], planned["recorded"]) == (
+        "cut", {"reason": "exception", "in_progress": 2}, [3])
+    traces = {os.path.basename(os.path.dirname(t)): t for t in torch_traces(tmp_path / "prof")}
+    names = [e["name"] for e in events(traces["req_2-2"])]
+    assert (names.count("prefill"), names.count("decode")) == (1, 1)

@@ -153,7 +153,10 @@ def _npu(run, report, config, read, kept):
     if not names:
         if report.verdict == NOT_STOPPED:
             return  # nothing can parse a capture that never stopped: no advice to add
-        if has_raw:
+        light = expect.light_capture_problem(settings, []) if os.path.isdir(out_dir) else None
+        if light:  # parsed, and a light capture had nothing to write
+            report.fail(INCOMPLETE, f"{ASCEND_OUTPUT_DIR}/ is empty: {light}")
+        elif has_raw:
             report.fail(UNPARSED, f"raw data (FRAMEWORK/, PROF_*) but no parsed "
                                   f"{ASCEND_OUTPUT_DIR}/: parse it with `mindspeed-prof analyse "
                                   f"{run.path}` (needs torch_npu and CANN)")
@@ -177,6 +180,9 @@ def _npu(run, report, config, read, kept):
     trace = checks.get("trace_view.json")
     if trace is not None and trace.status == filecheck.OK:
         report.steps = trace.facts.get("steps", [])
+        light = expect.light_capture_problem(settings, report.steps)
+        if light:
+            report.fail(INCOMPLETE, f"trace_view.json: {light}")
         scan = trace.facts.get("scan")
         if scan is not None and settings.npu and not scan.npu_processes() \
                 and "kernel_details.csv" in checks:

@@ -14,8 +14,10 @@ from ..progress import Progress
 from ..read import discover as discovery
 from ..read import jobruns
 from ..read.windows import manifest_window, manifest_windows, rank_from_manifests
+from . import captures as capturecheck
 from . import file as filecheck
 from .capture import Kept, check_run, files_to_check
+from .memory import check_snapshots
 from .capture import _ranges as runcheck_ranges
 from .report import CUT, INCOMPLETE, MISSING, RankReport, Report, worst
 
@@ -63,6 +65,7 @@ def check_directory(path: "str | os.PathLike[str]", expected_ranks: Optional[Ite
         chosen = manifest_window(run, manifest)
         checked = check_run(run, _window(run, chosen), _config(manifest), read_ahead,
                             _kept(chosen))
+        checked.trigger = capturecheck.reason_line(chosen, manifest)
         if run.rank is None:
             report.unranked.append(checked)
         else:
@@ -72,6 +75,10 @@ def check_directory(path: "str | os.PathLike[str]", expected_ranks: Optional[Ite
         ranks = ranks & set(report.covered or ())
     for rank in sorted(ranks):
         report.ranks.append(_rank_report(rank, by_rank.get(rank, []), manifests.get(rank)))
+    # allocator snapshots: this node's ranks only in a per-node report
+    wanted = set(report.covered or ()) if share is not None else (
+        None if expected_ranks is None else expected)
+    check_snapshots(found.root, manifests, report, wanted)
     if not found.runs and not manifests and (share is None or share.takes_unranked):
         report.warnings.append(f"no profiler output under {found.root}: expected *_ascend_pt "
                                f"folders, rank*.pt.trace.json files or "
@@ -171,6 +178,10 @@ def _rank_report(rank, runs, manifest):
     if manifest is not None:
         rank_report.manifest = manifest.rel
         _apply_manifest(rank_report, manifest)
+    nothing = capturecheck.nothing_captured(manifest) if not runs else None
+    if nothing is not None and rank_report.verdict != INCOMPLETE:
+        rank_report.notes.append(nothing)  # armed for captures, none taken: nothing missing
+        return rank_report
     if not runs:
         rank_report.verdict = MISSING
         rank_report.problems.insert(0, "no output for this rank" + (
@@ -199,7 +210,7 @@ def _apply_manifest(rank_report, manifest):
         rank_report.verdict = worst(rank_report.verdict, INCOMPLETE)
         rank_report.problems.append(f"{manifest.rel} reports status {status!r}"
                                     + (" (its errors are listed)" if rank_report.errors else ""))
-    elif status in UNFINISHED_STATUSES:
+    elif status in UNFINISHED_STATUSES and (status == "running" or data.get("exit") is None):
         rank_report.warnings.append(f"{manifest.rel} still says {status!r}: the training process "
                                     f"ended without closing the profiler (killed?)")
     elif status == "parsing":

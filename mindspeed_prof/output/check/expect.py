@@ -86,12 +86,30 @@ def _show(value):
     return ",".join(value) if isinstance(value, tuple) else str(value)
 
 
+# A light capture (level_none, DESIGN: mstx light mode) has no kernels, step times or op
+# statistics; its timeline is the mstx ranges (ProfilerStep#N per unit, forwards, stages) and,
+# with CPU activity, the host operators.
+LIGHT_TRACE_WHY = ("level_none writes it from mstx ranges (--profile-mstx; units as "
+                   "ProfilerStep#N, forwards, stages) or host operators (--profile-with-cpu); "
+                   "without either it records nothing")
+
+
+def light_capture_problem(settings, steps):
+    """Why a parsed level_none capture does not show its units, or None."""
+    if settings.level != "level_none" or steps:
+        return None
+    return ("a level_none capture shows its units only as ProfilerStep#N ranges, and "
+            "trace_view.json has none: mstx was off (torch_npu < 2.7 has no mstx) or its "
+            "'default' domain was left out (--profile-mstx-domain-include/-exclude)")
+
+
 def deliverables(settings, rank=None):
     """The files (and columns) this capture should have in ASCEND_PROFILER_OUTPUT."""
     level = settings.level
     out = []
     if "text" in settings.export_types:
-        out.append(Expected("trace_view.json", "text export always writes it"))
+        out.append(Expected("trace_view.json", LIGHT_TRACE_WHY if level == "level_none"
+                            else "text export always writes it"))
         if settings.npu and level in LEVELS_WITH_KERNELS:
             out.append(Expected("kernel_details.csv", f"NPU activity at {level} writes it"))
             out.append(Expected("step_trace_time.csv", "msprof-analyze cluster and "

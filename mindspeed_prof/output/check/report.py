@@ -51,6 +51,8 @@ class RunReport:
     files: list = field(default_factory=list)  # FileCheck
     settings: Optional[str] = None  # "level1 text", NPU captures only
     steps: list = field(default_factory=list)
+    trigger: Optional[str] = None  # why a capture no plan asked for was taken (its manifest
+    # window's)
 
     def fail(self, verdict, problem):
         self.verdict = worst(self.verdict, verdict)
@@ -64,6 +66,7 @@ class RunReport:
                                        "errors", "error_count")}
         window = data.get("window")
         return cls(**fields, window=tuple(window) if window else None,
+                   trigger=data.get("trigger"),
                    files=[file_from_dict(f) for f in data["files"]])
 
     def as_dict(self):
@@ -72,6 +75,7 @@ class RunReport:
             "rank_source": self.rank_source, "timestamp": self.timestamp,
             "window": list(self.window) if self.window else None,
             "verdict": self.verdict, "settings": self.settings, "steps": self.steps,
+            "trigger": self.trigger,
             "problems": self.problems, "warnings": self.warnings,
             "errors": self.errors, "error_count": self.error_count,
             "files": [f.as_dict() for f in self.files],
@@ -89,18 +93,20 @@ class RankReport:
     manifest: Optional[str] = None
     manifest_status: Optional[str] = None
     msprof_analyze_pick: Optional[str] = None
+    notes: list = field(default_factory=list)  # what is fine but worth saying (no capture)
 
     @classmethod
     def from_dict(cls, data, file_from_dict):
         fields = {k: data[k] for k in ("rank", "verdict", "manifest", "manifest_status",
                                        "problems", "warnings", "errors", "msprof_analyze_pick")}
-        return cls(**fields, runs=[RunReport.from_dict(r, file_from_dict) for r in data["runs"]])
+        return cls(**fields, notes=list(data.get("notes") or []),
+                   runs=[RunReport.from_dict(r, file_from_dict) for r in data["runs"]])
 
     def as_dict(self):
         return {
             "rank": self.rank, "verdict": self.verdict, "manifest": self.manifest,
             "manifest_status": self.manifest_status, "problems": self.problems,
-            "warnings": self.warnings, "errors": self.errors,
+            "warnings": self.warnings, "errors": self.errors, "notes": self.notes,
             "msprof_analyze_pick": self.msprof_analyze_pick,
             "runs": [r.as_dict() for r in self.runs],
         }

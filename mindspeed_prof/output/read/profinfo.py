@@ -108,7 +108,8 @@ def _rank(value, info):
         return None
     if isinstance(value, int):
         return value if value >= 0 else None
-    if isinstance(value, str) and value.strip().isdigit():
+    # isascii: str.isdigit() is true for "²", which int() refuses
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
         return int(value.strip())
     info.notes.append(f"rank_id {value!r} is not a rank")
     return None

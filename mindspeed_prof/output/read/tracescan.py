@@ -71,7 +71,7 @@ class TraceScan:
 
 def step_number(name):
     tail = name[len(STEP_PREFIX):]
-    return int(tail) if tail.isdigit() else None
+    return int(tail) if tail.isascii() and tail.isdigit() else None
 
 
 def to_float(value):

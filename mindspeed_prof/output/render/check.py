@@ -18,7 +18,8 @@ def check_table(report):
     rows = [("RANK", "VERDICT", "BACKEND", "CAPTURE", "DETAIL")]
     for rank in report.ranks:
         if not rank.runs:
-            rows.append((str(rank.rank), label(rank.verdict), "-", "-", _first(rank.problems)))
+            rows.append((str(rank.rank), label(rank.verdict), "-", "-",
+                         _first(rank.problems) or _first(rank.notes)))
         for index, run in enumerate(rank.runs):
             verdict = label(run.verdict) if len(rank.runs) > 1 else label(rank.verdict)
             rows.append((str(rank.rank) if index == 0 else "", verdict, run.backend, run.path,
@@ -62,7 +63,7 @@ def _run_notes(prefix, run):
 def _detail(run):
     if run.problems:
         return run.problems[0]
-    parts = []
+    parts = [run.trigger] if run.trigger else []
     if run.settings:
         parts.append(run.settings)
     ok = sum(1 for f in run.files if f.status == "ok")

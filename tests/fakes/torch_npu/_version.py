@@ -70,3 +70,11 @@ WRITES_TASK_TIME = at_least(2, 11)
 PARSER_LOG_HAS_MILLISECONDS = at_least(2, 7, 1)
 PRINTS_PARSE_FAILURE = not at_least(2, 11)
 PARSER_ENTRY_SWALLOWS_ERRORS = at_least(2, 7, 1)
+
+# memory and mstx
+# (2.11 still has the old forms, 2.13 the new ones; 2.12 was not read)
+SNAPSHOT_TAKES_POOL_ID = at_least(2, 13)  # _npu_memorySnapshot(mempool_id), METH_O
+DUMP_SNAPSHOT_OWNER_WRITE_ONLY = not at_least(2, 13)  # os.open(O_WRONLY | O_CREAT, S_IWUSR)
+SNAPSHOT_HAS_FX_AUGMENT = at_least(2, 13)  # _snapshot/_dump_snapshot(augment_with_fx_traces=)
+HAS_MSTX_PUSH_POP = at_least(2, 10)  # mstx.range_push/range_pop and mstx.annotate
+HAS_STEP_MSTX_RANGE = at_least(2, 10)  # profile.step wraps each step in a ProfilerStep#N range

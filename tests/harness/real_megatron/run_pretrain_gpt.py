@@ -39,10 +39,39 @@ def apply_cpu_fixes():
     sys.path.remove(HARNESS)
 
 
+def install_faults():
+    """The harness's fault knobs (``faults.py``: HARNESS_SLEEP_AT_ITER, HARNESS_BUSY_FROM_ITER,
+    ...) in the real loop: run at the first forward step of each iteration (megatron-core's
+    ``schedules.forward_step``, looked up at call time), inside ``train_step``. Megatron-LM
+    sets ``args.curr_iteration`` to the 0-based counter: the logged iteration is one more."""
+    if not any(key.startswith("HARNESS_") for key in os.environ):
+        return
+    sys.path.insert(0, HARNESS)
+    import faults
+
+    sys.path.remove(HARNESS)
+    plan = faults.FaultPlan.from_env(os.environ)
+    from megatron.core.pipeline_parallel import schedules
+
+    original, done = schedules.forward_step, set()
+
+    def forward_step(*args, **kwargs):
+        from megatron.training import get_args
+
+        iteration = get_args().curr_iteration + 1
+        if iteration not in done:
+            done.add(iteration)
+            plan.at_step(iteration)
+        return original(*args, **kwargs)
+
+    schedules.forward_step = forward_step
+
+
 if __name__ == "__main__":
     import runpy
 
     apply_cpu_fixes()
+    install_faults()
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pretrain_gpt.py")
     sys.argv[0] = script
     runpy.run_path(script, run_name="__main__")

@@ -30,12 +30,14 @@ def missing():
 
 
 def python_path(folder):
-    """Megatron-LM's training code (not its core: the wheel's), MindSpeed, MindSpeed-LLM."""
+    """Megatron-LM's training code (not its core: the wheel's), MindSpeed, MindSpeed-LLM, then
+    the caller's own PYTHONPATH (a mindspeed_prof checkout under test)."""
     megatron = os.path.join(folder, "megatron_lm")
     if not os.path.isdir(megatron):
         overlay.build(os.environ["MEGATRON_LM_PATH"], megatron)
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     return os.pathsep.join([megatron, os.environ["MINDSPEED_PATH"],
-                            os.environ["MINDSPEED_LLM_PATH"]])
+                            os.environ["MINDSPEED_LLM_PATH"], *inherited])
 
 
 def wrapper(folder, script):

@@ -9,6 +9,8 @@ on the training loop's functions, what the tests check besides the trace.
 """
 
 import atexit
+import importlib.abc
+import importlib.util
 import json
 import os
 import runpy
@@ -40,6 +42,36 @@ def report():
     os.write(2, line.encode())
 
 
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs ``fix(module)`` right after the module ``name`` is first executed, wherever it is
+    imported from (nothing is imported early: import order is the host's)."""
+
+    def __init__(self, name, fix):
+        self.name, self.fix = name, fix
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        execute, fix = spec.loader.exec_module, self.fix
+
+        def exec_then_fix(module):
+            execute(module)
+            fix(module)
+
+        spec.loader.exec_module = exec_then_fix
+        return spec
+
+
+def _no_cuda_assertion(communication):
+    # Megatron-LM's legacy broadcasts (MindSpeed-LLM's tokenize_prompts(broadcast=True) on the
+    # chat path and with TP>1) assert tensor.is_cuda; on the CPU every tensor is a CPU tensor.
+    communication._is_cuda = lambda tensor: None
+
+
 if __name__ == "__main__":
     sys.path.insert(0, os.path.join(HARNESS, "real_mindspeed"))
     import npu_stubs
@@ -51,6 +83,8 @@ if __name__ == "__main__":
     run_pretrain_gpt.apply_cpu_fixes()
     sys.path.remove(os.path.join(HARNESS, "real_megatron"))
     sys.path.remove(os.path.join(HARNESS, "real_mindspeed"))
+    sys.meta_path.insert(0, _AfterImport("megatron.inference.text_generation.communication",
+                                         _no_cuda_assertion))
     atexit.register(report)
     sys.argv[0] = SCRIPT
     sys.path[0] = os.path.dirname(SCRIPT)

@@ -1,10 +1,14 @@
 """Minimal torch_npu.npu: a host with a fixed number of healthy devices and no real work.
 
 Calls only track which device is current, so the profiler can label its output
-(device_<id> directories, "NPU <id>" process labels) the way a real run would.
+(device_<id> directories, "NPU <id>" process labels) the way a real run would. ``memory`` (the
+caching allocator's history) and ``mstx`` are their own modules, as in the wheels.
 """
 
 import threading
+
+from . import memory  # noqa: F401  torch_npu.npu.memory, as `from .memory import *` makes it
+from .mstx import mstx  # noqa: F401
 
 DEVICE_COUNT = 8
 DEVICE_NAME = "Ascend910B"

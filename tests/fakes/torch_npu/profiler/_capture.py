@@ -16,10 +16,12 @@ from datetime import datetime, timezone
 
 import torch
 from torch_npu import npu
+from torch_npu._C import _mstx
 from torch_npu._C._profiler import ProfilerActivity
 from . import _constants as C
 from . import _device_model, _raw_format
 from ._paths import make_dir
+from .experimental_config import tx_enabled
 
 
 def _cann_dir_name() -> str:
@@ -77,7 +79,17 @@ class CaptureSession:
         self._captured = None
         self._cann_dir = ""
         self._start_ns = 0
+        self._mstx = []  # the mstx marks and ranges this capture collected
         make_dir(_raw_format.framework_dir(prof_path))
+
+    def take_mstx(self, event: dict) -> None:
+        """An mstx mark or finished range while this capture records (from _C._mstx)."""
+        include = self.config._mstx_domain_include
+        if include and event["domain"] not in include:
+            return
+        if not include and event["domain"] in self.config._mstx_domain_exclude:
+            return
+        self._mstx.append(event)
 
     @property
     def _collects_device_data(self) -> bool:
@@ -102,10 +114,13 @@ class CaptureSession:
         self._start_ns = time.time_ns()
         self._torch_profiler.start_trace()
         self._recording = True
+        if tx_enabled(self.config) and self._collects_device_data:
+            _mstx.add_collector(self)  # msproftx data comes with the CANN collection
 
     def stop(self) -> None:
         profiler, was_recording = self._torch_profiler, self._recording
         self._torch_profiler, self._recording = None, False
+        _mstx.remove_collector(self)
         if profiler is None:
             return
         profiler.stop_trace()
@@ -122,6 +137,7 @@ class CaptureSession:
     def discard(self) -> None:
         """Tear the torch profiler down without keeping data, so no profiler leaks out of a failure."""
         profiler, self._torch_profiler, self._recording = self._torch_profiler, None, False
+        _mstx.remove_collector(self)
         if profiler is not None:
             try:
                 profiler.stop_trace()
@@ -165,5 +181,8 @@ class CaptureSession:
         apis = _device_model.build_api_events(captured["ops"], kernels, level)
         host_dir = os.path.join(self._cann_dir, "host")
         _raw_format.write_blob(os.path.join(host_dir, "data", _raw_format.HOST_APIS), apis)
+        if self._mstx:
+            _raw_format.write_blob(os.path.join(host_dir, "data", _raw_format.HOST_MSTX),
+                                   {"pid": os.getpid(), "events": self._mstx})
         _raw_format.write_json(os.path.join(host_dir, "info.json"),
                                {"pid": os.getpid(), "hostname": os.uname().nodename})

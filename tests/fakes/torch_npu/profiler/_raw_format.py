@@ -26,6 +26,7 @@ CANN_DIR_PATTERN = re.compile(r"^PROF_\d+_\d+_[0-9a-zA-Z]+")
 DEVICE_DIR_PATTERN = re.compile(r"^device_(\d+)$")
 DEVICE_TASKS = "task_track.{device}.slice_0"
 HOST_APIS = "api_event.slice_0"
+HOST_MSTX = "msproftx.slice_0"  # host mstx marks and ranges (CANN's msproftx data)
 
 
 def write_blob(path: str, payload) -> None:

@@ -204,6 +204,8 @@ class profile(_KinetoProfile):
         self.current_action = self.schedule(self.step_num)
         self._step_num_offset = 0
         self.step_rec_fn = None
+        self._step_mstx_range_id = 0
+        self._is_dynamic_prof = False
         if use_cuda is not None:
             print_warn_msg("This is npu environment, use_cuda is invalid")
         self.stopped = False
@@ -232,12 +234,31 @@ class profile(_KinetoProfile):
             name = "ProfilerStep#" + str(self.step_num + self._step_num_offset)
             self.step_rec_fn = torch_autograd_profiler.record_function(name)
             self.step_rec_fn.__enter__()
+            if _version.HAS_STEP_MSTX_RANGE:
+                self._start_step_mstx_range(name)
 
     def _exit_step_marker(self) -> None:
         # Cleared after exit so a second stop() (e.g. from __del__) cannot close it twice.
         if self.record_steps and self.step_rec_fn:
             self.step_rec_fn.__exit__(None, None, None)
             self.step_rec_fn = None
+            if _version.HAS_STEP_MSTX_RANGE:
+                self._end_step_mstx_range()
+
+    if _version.HAS_STEP_MSTX_RANGE:
+        # >= 2.10: each step is an mstx range too (the real one passes current_stream(); the
+        # fake's ranges are host-side only)
+        def _start_step_mstx_range(self, message: str):
+            if not self._is_dynamic_prof:
+                from torch_npu.npu import mstx
+                self._step_mstx_range_id = mstx.range_start(message)
+
+        def _end_step_mstx_range(self):
+            if self._is_dynamic_prof or not self._step_mstx_range_id:
+                return
+            from torch_npu.npu import mstx
+            mstx.range_end(self._step_mstx_range_id)
+            self._step_mstx_range_id = 0
 
     @no_exception_func()
     def start(self):

@@ -74,6 +74,8 @@ class RunData:
     memory: list = field(default_factory=list)
     kernels: list = field(default_factory=list)
     apis: list = field(default_factory=list)
+    mstx: list = field(default_factory=list)  # host mstx marks and ranges (msproftx)
+    mstx_pid: int = 0
     device_id: int = -1
     cann_dir: str = ""
 
@@ -117,6 +119,10 @@ class RunData:
             api_file = os.path.join(host, "data", _raw_format.HOST_APIS) if host else ""
             if api_file and os.path.isfile(api_file):
                 data.apis = _raw_format.read_blob(api_file)
+            tx_file = os.path.join(host, "data", _raw_format.HOST_MSTX) if host else ""
+            if tx_file and os.path.isfile(tx_file):
+                payload = _raw_format.read_blob(tx_file)
+                data.mstx, data.mstx_pid = payload.get("events", []), payload.get("pid", 0)
         return data
 
 

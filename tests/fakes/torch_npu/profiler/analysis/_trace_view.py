@@ -68,6 +68,27 @@ def _python_events(data: RunData) -> list:
     return events
 
 
+def _mstx_events(data: RunData) -> list:
+    """Host mstx ranges (X) and marks (i), on the thread that made them, in the Python process
+    (its metadata too when no torch op was recorded, e.g. level_none without CPU activity)."""
+    if not data.mstx:
+        return []
+    pid = data.pid or data.mstx_pid
+    events = [] if data.ops else _metadata(pid, "Python", "CPU", 0)
+    for tid in sorted({e["tid"] for e in data.mstx} - {op["tid"] for op in data.ops}):
+        events += _thread(pid, tid, f"Thread {tid}")
+    for event in data.mstx:
+        entry = {"name": event["name"], "pid": pid, "tid": event["tid"],
+                 "ts": ns_to_us_str(event["start_ns"]), "cat": "mstx",
+                 "args": {"domain": event["domain"]}}
+        if event["kind"] == "range":
+            entry.update(ph="X", dur=ns_to_us(event["end_ns"] - event["start_ns"]))
+        else:
+            entry.update(ph="i", s="t")
+        events.append(entry)
+    return events
+
+
 def _cann_events(data: RunData) -> list:
     if data.config.level not in (C.LEVEL1, C.LEVEL2) or not data.apis:
         return []
@@ -126,6 +147,7 @@ def build_trace_events(data: RunData) -> list:
     events = []
     if data.ops:
         events += _python_events(data)
+    events += _mstx_events(data)
     events += _cann_events(data)
     if data.kernels:
         events += _hardware_events(data) + _overlap_events(data)
