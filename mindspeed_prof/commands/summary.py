@@ -65,7 +65,8 @@ def run(args):
         data = render_summary.summary_dict(summary)
         if memory:  # only where snapshots are: the JSON of a run without them is unchanged
             data["memory"] = render_memory.memory_dicts(memory)
-        data["captures"] = captures
+        if captures:  # as memory: a run without captures keeps the JSON it always had
+            data["captures"] = captures
         print(json.dumps(data, indent=2, default=str))
     elif args.csv:
         print(render_summary.summary_csv(summary) + render_memory.memory_csv(memory), end="")
