@@ -124,7 +124,10 @@ class OnDemandWindows:
         window = StepSchedule(skip_first=start, warmup=0, active=request.length or OPEN_ENDED)
         demand = _Demand(window, request.origin(n), request.prefix)
         self._demand = demand
-        pending = [self.schedule] if self.schedule is not None else []
+        # The planned session waiting for its unit goes after it (one refused by the budget,
+        # which left the recorder done, does not).
+        pending = [self.schedule] if self.schedule is not None \
+            and self._state is State.ARMED else []
         self._queue = self._demand_first(demand, self.plan.sessions([window]),
                                          itertools.chain(pending, self._queue))
         self.schedule = next(self._queue, None)

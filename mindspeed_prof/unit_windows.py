@@ -35,7 +35,7 @@ class UnitWindows:
         """The planned window the session at unit ``start`` belongs to, its record opened in
         the manifest when the window's first session opens, passes or is refused."""
         current = self.current
-        if current is not None and current.status == "running" and current.start <= start and (
+        if current is not None and current.start <= start and (
                 current.end is None or start < current.end):
             return current
         window = next((w for w in self._windows
@@ -86,10 +86,12 @@ class UnitWindows:
         # Its units are no window's any more: a later window asked for over them is new.
         self._windows = [w for w in self._windows if w.start != start]
         planned = self.current
-        if planned is not None and planned.start == start and planned.status == "running":
-            planned.finish(stopped_by)
-            if manifest is not None:
-                manifest.save()
+        if planned is not None and planned.start == start:
+            self.current = None  # a later window's sessions find their own record
+            if planned.status == "running":
+                planned.finish(stopped_by)
+                if manifest is not None:
+                    manifest.save()
 
     def cut(self, reason: str, in_progress: Optional[int]) -> None:
         if self.current is not None and self.current.status == "running":

@@ -93,6 +93,7 @@ class EngineStepDriver:
         self.steps = 0        # engine steps this process ran (async steps and dummy forwards)
         self.last_step: Optional[int] = None
         self._local = threading.local()  # the step running on this thread
+        self._hop_said = False
         self.begin, self.end, self.range = (self.recorder.begin, self.recorder.end,
                                             self.recorder.range)
         if self.recorder.idle:
@@ -160,7 +161,7 @@ class EngineStepDriver:
     def steps_hop_threads(self) -> None:
         """Each step will run on a new thread: one session per step from now on (said once when
         a window already records on one thread: that one cannot follow)."""
-        if not self.recorder.split_per_unit() and not getattr(self, "_hop_said", False):
+        if not self.recorder.split_per_unit() and not self._hop_said:
             self._hop_said = True
             self.recorder.report("warning", "step", "engine steps now run on a new thread each "
                                                     "(step_modern inside a running event "

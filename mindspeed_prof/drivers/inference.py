@@ -162,7 +162,10 @@ class RequestDriver:
                    ) -> None:
         if getattr(local, "n", n) != n or getattr(local, "begun", True):
             if not getattr(local, "ended", False):
-                self.recorder.end(n, failure, fatal=fatal)
+                if fatal:
+                    self.recorder.end(n, failure)
+                else:
+                    self.recorder.end(n, failure, fatal=False)
         else:
             self._too_short(n, local.forwards)
         local.ended = True
