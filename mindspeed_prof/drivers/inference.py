@@ -45,15 +45,13 @@ from ..manifest import Manifest
 from ..recorder import WindowRecorder
 from ..units import REQUEST
 from .base import NULL_DRIVER
+from .streams import ABANDONED, Advancing, Stream
 
 PREFILL = "prefill"
 DECODE = "decode"
 # What ends when an offline script (MindSpeed-LLM's inference.py, an engine loop) stops: messages
 # say "the inference process stopped ...", "the server stopped ..." only for a server.
 OFFLINE_REQUEST = dataclasses.replace(REQUEST, owner="the inference process")
-# The reason a request is cut when its caller leaves its stream unfinished: not an exception, so
-# never how the process ended.
-ABANDONED = "abandoned"
 
 
 class RequestDriver:
@@ -143,8 +141,8 @@ class RequestDriver:
         if not isinstance(result, LazyResult):
             self._unit_ends(local, n, None)
             return result
-        local.open = stream = _Stream(n, threading.get_ident())
-        return self._consumed(stream, _Advancing(local, stream, result))
+        local.open = stream = Stream(n, threading.get_ident())
+        return self._consumed(stream, Advancing(local, stream, result))
 
     def _begin(self, local: Any) -> int:
         self._settle(local)
@@ -180,7 +178,7 @@ class RequestDriver:
                                                     f"at its forward {first}, so nothing was "
                                                     f"recorded for it")
 
-    def _consumed(self, stream: "_Stream", items: "_Advancing") -> Iterator[Any]:
+    def _consumed(self, stream: "Stream", items: "Advancing") -> Iterator[Any]:
         """The caller's view of a streamed request: the same items; the request ends with them."""
         failure: Optional[tuple] = (ABANDONED, "its output stream was closed before its end")
         try:
@@ -195,7 +193,7 @@ class RequestDriver:
         finally:
             self._end_stream(stream, failure)
 
-    def _end_stream(self, stream: "_Stream", failure: Optional[tuple]) -> None:
+    def _end_stream(self, stream: "Stream", failure: Optional[tuple]) -> None:
         if stream.done:
             return
         if threading.get_ident() != stream.thread:
@@ -272,59 +270,3 @@ class RequestDriver:
         cut = self.recorder.cut_window()
         if cut is not None:
             manifest.set_window_cut(cut.start, cut.end, self.requests)
-
-
-class _Stream:
-    """A request whose generation its caller is still consuming (``serve`` returned it)."""
-
-    def __init__(self, n: int, thread: int) -> None:
-        self.n, self.thread = n, thread
-        self.done = False
-        self.elsewhere: Optional[int] = None  # a thread other than its own that consumed it
-
-    def cut_elsewhere(self) -> Optional[tuple]:
-        if self.elsewhere is None:
-            return None
-        return (ABANDONED, f"its output stream was consumed on thread {self.elsewhere}, not on "
-                           f"thread {self.thread} that began it: that work is not recorded")
-
-
-class _Advancing:
-    """The iterator a streamed request returned, advanced inside that request: each step runs
-    with the request open on its thread (its forwards are labelled, a ``generate`` inside it is
-    part of it); between steps the thread is free to begin another request."""
-
-    def __init__(self, local: Any, stream: _Stream, items: Iterator[Any]) -> None:
-        self.local, self.stream, self.items = local, stream, items
-
-    def _step(self, call: Callable[..., Any], *args: Any) -> Any:
-        stream = self.stream
-        if stream.done:
-            return call(*args)
-        if threading.get_ident() != stream.thread:
-            stream.elsewhere = threading.get_ident()
-            return call(*args)
-        local = self.local  # a threading.local: this thread's values
-        depth = getattr(local, "depth", 0)
-        local.depth = depth + 1
-        try:
-            return call(*args)
-        finally:
-            local.depth = depth
-
-    def __iter__(self) -> "_Advancing":
-        return self
-
-    def __next__(self) -> Any:
-        return self._step(next, self.items)
-
-    def send(self, value: Any) -> Any:
-        return self._step(self.items.send, value)  # type: ignore[attr-defined]
-
-    def throw(self, *exc: Any) -> Any:
-        return self._step(self.items.throw, *exc)  # type: ignore[attr-defined]
-
-    def close(self) -> None:
-        close = getattr(self.items, "close", None)
-        if close is not None:
-            self._step(close)
