@@ -6,9 +6,8 @@ The recorder writes them only through these methods, so what ``check`` reads has
 from typing import Any, Dict, Iterable, List, Optional
 
 
-class WindowEntry:
-    """One profiler session's window in the manifest. The recorder writes it only through these
-    methods, so what ``check`` reads has one writer."""
+class _Entry:
+    """A dict of the manifest with the fields every window entry has."""
 
     __slots__ = ("data",)
 
@@ -26,6 +25,13 @@ class WindowEntry:
     @property
     def status(self) -> str:
         return self.data["status"]
+
+
+class WindowEntry(_Entry):
+    """One profiler session's window in the manifest. The recorder writes it only through these
+    methods, so what ``check`` reads has one writer."""
+
+    __slots__ = ()
 
     @property
     def recorded(self) -> List[int]:
@@ -70,30 +76,15 @@ class WindowEntry:
         self.data.setdefault("units", []).append({"n": n, **info})
 
 
-class PlannedWindow:
+class PlannedWindow(_Entry):
     """A window of the plan recorded as one session per unit (requests, RL steps): the sessions
     are window entries of their own; this says how far the window itself got."""
 
-    __slots__ = ("data",)
-
-    def __init__(self, data: Dict[str, Any]) -> None:
-        self.data = data
-
-    @property
-    def start(self) -> int:
-        return self.data["start"]
-
-    @property
-    def end(self) -> Optional[int]:
-        return self.data["end"]
+    __slots__ = ()
 
     @property
     def recorded(self) -> List[int]:
         return self.data["recorded"]
-
-    @property
-    def status(self) -> str:
-        return self.data["status"]
 
     def record(self, n: int) -> None:
         self.data["recorded"].append(n)

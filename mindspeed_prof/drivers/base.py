@@ -80,3 +80,34 @@ class NullDriver:
 
 
 NULL_DRIVER = NullDriver()
+
+
+class RecorderView:
+    """What a driver that owns one window recorder (``self.recorder``) says about it: the
+    training, request and engine-step drivers share these (an RL role owns one per stage)."""
+
+    recorder: Any  # a WindowRecorder
+
+    @property
+    def rank(self) -> int:
+        return self.recorder.rank
+
+    @property
+    def idle(self) -> bool:
+        return self.recorder.idle
+
+    @property
+    def closed(self) -> bool:
+        return self.recorder.closed
+
+    @property
+    def recording(self) -> bool:
+        return self.recorder.recording
+
+    @property
+    def manifest(self) -> Any:
+        return self.recorder.manifest
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Wait for the last window's background export; True when nothing is pending."""
+        return self.recorder.wait(timeout)

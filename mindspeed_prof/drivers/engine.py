@@ -37,7 +37,7 @@ from ..manifest import Manifest
 from ..on_demand import WindowRequest
 from ..recorder import WindowRecorder
 from ..units import ENGINE_STEP
-from .base import NULL_DRIVER
+from .base import NULL_DRIVER, RecorderView
 
 DUMMY = "dummy"
 
@@ -78,7 +78,7 @@ class Step:
         return info
 
 
-class EngineStepDriver:
+class EngineStepDriver(RecorderView):
     """Engine steps of one process's dynamic engine into a window recorder (see the module)."""
 
     def __init__(self, config: ProfilerConfig, *, rank: int = 0, world_size: int = 1,
@@ -98,11 +98,6 @@ class EngineStepDriver:
                                             self.recorder.range)
         if self.recorder.idle:
             self.forward = lambda **_: NULL_DRIVER.range("")  # type: ignore[method-assign]
-
-    rank = property(lambda self: self.recorder.rank)
-    idle = property(lambda self: self.recorder.idle)
-    closed = property(lambda self: self.recorder.closed)
-    manifest = property(lambda self: self.recorder.manifest)
 
     def arm(self, planned: bool = True) -> None:
         """Plan the windows in engine steps (``planned=False``: none was asked for; an HTTP
@@ -190,9 +185,6 @@ class EngineStepDriver:
               wait_timeout: Optional[float] = None, wait: bool = True) -> None:
         self.recorder.close(reason, detail or f"after {self.steps} engine steps",
                             wait_timeout=wait_timeout, wait=wait)
-
-    def wait(self, timeout: Optional[float] = None) -> bool:
-        return self.recorder.wait(timeout)
 
     def _final_notes(self, manifest: Manifest) -> None:
         manifest.set_units_run(self.steps, self.last_step)

@@ -44,7 +44,7 @@ from ..exits import exit_reason
 from ..manifest import Manifest
 from ..recorder import WindowRecorder
 from ..units import REQUEST
-from .base import NULL_DRIVER
+from .base import NULL_DRIVER, RecorderView
 from .streams import ABANDONED, Advancing, Stream
 
 PREFILL = "prefill"
@@ -54,7 +54,7 @@ DECODE = "decode"
 OFFLINE_REQUEST = dataclasses.replace(REQUEST, owner="the inference process")
 
 
-class RequestDriver:
+class RequestDriver(RecorderView):
     def __init__(self, config: ProfilerConfig, *, rank: int = 0, world_size: int = 1,
                  local_rank: Optional[int] = None, layout_of: Any = None,
                  parallel: Optional[dict] = None, server: bool = True) -> None:
@@ -77,18 +77,6 @@ class RequestDriver:
             # Nothing to do on this rank: no counting, no ranges (the null driver's calls).
             self.request, self.forward = NULL_DRIVER.request, NULL_DRIVER.forward  # type: ignore
             self.serve = NULL_DRIVER.serve  # type: ignore
-
-    @property
-    def rank(self) -> int:
-        return self.recorder.rank
-
-    @property
-    def idle(self) -> bool:
-        return self.recorder.idle
-
-    @property
-    def closed(self) -> bool:
-        return self.recorder.closed
 
     def arm(self, planned: bool = True) -> None:
         """Plan the windows in requests; a server has no known last request. ``planned=False``:
@@ -259,9 +247,6 @@ class RequestDriver:
         """Flush and write the final manifest; says when the server stopped inside a window."""
         self.recorder.close(reason, detail or f"after {self.requests} requests",
                             wait_timeout=wait_timeout)
-
-    def wait(self, timeout: Optional[float] = None) -> bool:
-        return self.recorder.wait(timeout)
 
     def _final_notes(self, manifest: Manifest) -> None:
         """What only the driver knows, written with the final manifest (whoever closes: the

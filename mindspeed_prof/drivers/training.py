@@ -16,14 +16,14 @@ name it has always had.
 from typing import Any, Callable, Optional, TypeVar
 
 from ..config import ProfilerConfig
-from ..manifest import Manifest
 from ..recorder import WindowRecorder
 from ..units import ITERATION
+from .base import RecorderView
 
 T = TypeVar("T")
 
 
-class TrainingDriver:
+class TrainingDriver(RecorderView):
     """Iterations of a training loop into a window recorder (see the module docstring)."""
 
     def __init__(self, config: ProfilerConfig, **kwargs: Any) -> None:
@@ -61,25 +61,6 @@ class TrainingDriver:
     def close(self, reason: str = "finished", detail: Optional[str] = None,
               wait_timeout: Optional[float] = None, wait: bool = True) -> None:
         self.recorder.close(reason, detail, wait_timeout=wait_timeout, wait=wait)
-
-    def wait(self, timeout: Optional[float] = None) -> bool:
-        return self.recorder.wait(timeout)
-
-    @property
-    def idle(self) -> bool:
-        return self.recorder.idle
-
-    @property
-    def closed(self) -> bool:
-        return self.recorder.closed
-
-    @property
-    def recording(self) -> bool:
-        return self.recorder.recording
-
-    @property
-    def manifest(self) -> Optional[Manifest]:
-        return self.recorder.manifest
 
     @property
     def backend_name(self) -> Optional[str]:
