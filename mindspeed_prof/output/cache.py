@@ -120,3 +120,26 @@ def store(path, before, results):
             os.unlink(tmp)
         except OSError:
             pass
+
+
+def remembered(path, kind, read, to_entry, from_entry, corrupt):
+    """``read(path)``, or what an earlier read of this file as it is now found: ``to_entry``
+    and ``from_entry`` turn the result into JSON and back (an entry of another shape is a miss),
+    and a ``corrupt`` error (its message) is remembered and raised again, as the read would."""
+    before = stamp(path) if worth_caching(path) else None
+    if before is not None:
+        hit = load(path, kind)
+        if isinstance(hit, dict):
+            if isinstance(hit.get("error"), str):
+                raise corrupt(hit["error"])
+            try:
+                return from_entry(hit)
+            except (KeyError, TypeError, ValueError):
+                pass  # an entry of another shape: read the file
+    try:
+        result = read(path)
+    except corrupt as exc:
+        store(path, before, {kind: {"error": str(exc)}})
+        raise
+    store(path, before, {kind: to_entry(result)})
+    return result

@@ -107,23 +107,8 @@ KIND = "trace"
 
 def remembered_scan(path):
     """``scan_trace``, from the cache when it holds this file as it is now."""
-    before = cache.stamp(path) if cache.worth_caching(path) else None
-    if before is not None:
-        hit = cache.load(path, KIND)
-        if isinstance(hit, dict):
-            if isinstance(hit.get("error"), str):
-                raise CorruptFile(hit["error"])
-            try:
-                return TraceScan.from_cached(hit)
-            except (KeyError, TypeError, ValueError):
-                pass  # an entry of another shape: read the file
-    try:
-        scan = scan_trace(path)
-    except CorruptFile as exc:
-        cache.store(path, before, {KIND: {"error": str(exc)}})
-        raise
-    cache.store(path, before, {KIND: scan.as_cached()})
-    return scan
+    return cache.remembered(path, KIND, scan_trace, TraceScan.as_cached, TraceScan.from_cached,
+                            CorruptFile)
 
 
 def scan_trace(path, chunk=jsonstream.CHUNK_BYTES):

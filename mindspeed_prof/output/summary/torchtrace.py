@@ -39,27 +39,14 @@ KIND = "torch_summary"
 
 def remembered_summary(path):
     """``summarize_trace``, from the cache when it holds this file as it is now."""
-    before = cache.stamp(path) if cache.worth_caching(path) else None
-    if before is not None:
-        hit = cache.load(path, KIND)
-        if isinstance(hit, dict):
-            if isinstance(hit.get("error"), str):
-                raise CorruptFile(hit["error"])
-            try:
-                return TraceSummary(events=int(hit["events"]),
-                                    steps={int(n): dur for n, dur in hit["steps"]},
-                                    ops={name: list(v) for name, v in hit["ops"]})
-            except (KeyError, TypeError, ValueError):
-                pass  # an entry of another shape: read the file
-    try:
-        summary = summarize_trace(path)
-    except CorruptFile as exc:
-        cache.store(path, before, {KIND: {"error": str(exc)}})
-        raise
-    cache.store(path, before, {KIND: {"events": summary.events,
-                                      "steps": list(summary.steps.items()),
-                                      "ops": list(summary.ops.items())}})
-    return summary
+    return cache.remembered(
+        path, KIND, summarize_trace,
+        lambda summary: {"events": summary.events, "steps": list(summary.steps.items()),
+                         "ops": list(summary.ops.items())},
+        lambda hit: TraceSummary(events=int(hit["events"]),
+                                 steps={int(n): dur for n, dur in hit["steps"]},
+                                 ops={name: list(v) for name, v in hit["ops"]}),
+        CorruptFile)
 
 
 def summarize_trace(path):
