@@ -27,6 +27,23 @@ class BuildWithAutoload(build_py):
         return super().get_outputs(include_bytecode) + [os.path.join(self.build_lib, PTH_FILE)]
 
 
+# What both test legs import beside their megatron-core.
+TEST_COMMON = [
+    "pytest",
+    "hypothesis",
+    # Megatron's text-generation server (tests/harness/inference) and its engine's progress bar;
+    # megatron-core imports them lazily, so it does not require them.
+    "flask",
+    "flask-restful",
+    "tqdm",
+    # megatron-core 0.19's dynamic text-generation server (tests/harness/dynamic)
+    "quart",
+    "hypercorn",
+    "pyzmq",
+    "msgpack",
+]
+
+
 def read_version():
     with open(os.path.join(HERE, "mindspeed_prof", "version.py")) as handle:
         scope = {}
@@ -73,39 +90,10 @@ setup(
     extras_require={
         "demo": ["megatron-core==0.16.1"],
         "plot": ["matplotlib"],
-        "test": [
-            "pytest",
-            "mypy",
-            "hypothesis",
-            "megatron-core==0.16.1",
-            "msprof-analyze",
-            "matplotlib",
-            # Megatron's text-generation server (tests/harness/inference) and its engine's
-            # progress bar; megatron-core imports them lazily, so it does not require them.
-            "flask",
-            "flask-restful",
-            "tqdm",
-            # megatron-core 0.19's dynamic text-generation server (tests/harness/dynamic)
-            "quart",
-            "hypercorn",
-            "pyzmq",
-            "msgpack",
-        ],
+        "test": ["megatron-core==0.16.1", "mypy", "msprof-analyze", "matplotlib", *TEST_COMMON],
         # The Python 3.12 leg (scripts/test_current_megatron.sh): today's megatron-core, which
-        # needs Python >= 3.12, and what its integration tests import.
-        "test-current": [
-            "pytest",
-            "hypothesis",
-            "megatron-core==0.19.2",
-            "flask",
-            "flask-restful",
-            "tqdm",
-            # megatron-core 0.19's dynamic text-generation server (tests/harness/dynamic)
-            "quart",
-            "hypercorn",
-            "pyzmq",
-            "msgpack",
-        ],
+        # needs Python >= 3.12.
+        "test-current": ["megatron-core==0.19.2", *TEST_COMMON],
     },
     entry_points={"console_scripts": ["mindspeed-prof = mindspeed_prof.cli:main"]},
 )
