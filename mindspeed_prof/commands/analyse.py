@@ -108,7 +108,10 @@ def run(args):
                 _say(f"error: torch_npu analyse failed on {capture.rel}: "
                      f"{type(exc).__name__}: {exc}")
             bar.advance(1)
-    report = check_directory(args.directory, wanted)
+    from mindspeed_prof.output.deps import as_usage_error
+
+    with as_usage_error():
+        report = check_directory(args.directory, wanted)
     print(check_json(report) if args.json else check_table(report))
     return report.exit_code
 

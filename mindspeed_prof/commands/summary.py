@@ -33,6 +33,13 @@ def add_arguments(parser):
 
 
 def run(args):
+    from mindspeed_prof.output.deps import as_usage_error
+
+    with as_usage_error():  # a reader's parser not importable: exit 2 naming it, no verdict
+        return _run(args)
+
+
+def _run(args):
     if args.no_cache:
         from mindspeed_prof.output import cache
         cache.disable()

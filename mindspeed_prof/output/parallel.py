@@ -12,6 +12,8 @@ import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 
+from .deps import MissingDependency
+
 PARALLEL_MIN_BYTES = 96 << 20
 MAX_WORKERS = 4  # each worker holds ~60-90 MB; four keep a run well under 512 MB
 WORKERS_ENV = "MINDSPEED_PROF_OUTPUT_WORKERS"
@@ -56,8 +58,8 @@ def run(func, calls, workers, warm=None, done=None):
     if warm is not None:
         try:
             warm()
-        except ImportError:
-            pass
+        except (ImportError, MissingDependency):
+            pass  # a worker that needs the missing parser says so itself
     try:
         # fork: the children need nothing re-imported, and the CLI has no threads to copy
         context = multiprocessing.get_context("fork") \

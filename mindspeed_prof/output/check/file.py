@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .. import cache
+from ..deps import MissingDependency, need
 from ..read import columns, csvrows, csvtable, kernels, sqlitecheck, tracescan
 from ..read.errors import CorruptFile
 
@@ -53,10 +54,9 @@ class FileCheck:
 
 def load_parsers():
     """Import what ``check_file`` parses with (before a fork: the workers share it)."""
-    import numpy  # noqa: F401
-    import pyarrow.compute as pc
-    import pyarrow.csv  # noqa: F401
-    import simdjson  # noqa: F401
+    for module in ("numpy", "pyarrow.csv", "simdjson"):
+        need(module)
+    pc = need("pyarrow.compute")
 
     pa = csvrows.setup_pyarrow()
     pc.dictionary_encode(pa.array(["a"]))  # kernel_details.csv's sums (read/kernels.py)
@@ -97,6 +97,8 @@ def check_file(path, name=None):
             result.facts["table_names"] = info.tables
             if info.notes:
                 result.detail = "; ".join(info.notes)
+    except MissingDependency:
+        raise  # not the file's fault: the command stops and names the package
     except _READ_ERRORS as exc:
         result.status, result.detail = CORRUPT, _reason(exc)
     except Exception as exc:  # noqa: BLE001 - a verdict, never a traceback

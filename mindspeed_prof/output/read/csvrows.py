@@ -20,6 +20,7 @@ import os
 import sys
 
 from .. import parallel
+from ..deps import need
 from .errors import CorruptFile
 
 # 256 KiB: pyarrow holds a few blocks per thread; a reader process peaked 36 MB lower than
@@ -80,7 +81,7 @@ class RowReader:
         those at ``coded`` dictionary-encoded by the parser, a cheaper form for columns that
         repeat, such as kernel names); when the fast pass cannot judge the table, the same
         from ``csv`` rows, as plain text."""
-        import pyarrow as pa
+        pa = need("pyarrow")
 
         try:
             for batch in self._fast(wanted, coded):
@@ -109,7 +110,7 @@ class RowReader:
 
     def _fast(self, wanted, coded=()):
         """pyarrow over the checked bytes; raises ``_Odd`` for the exact pass."""
-        from pyarrow import csv as pacsv
+        pacsv = need("pyarrow.csv")
 
         pa = setup_pyarrow()
         source = _Checked(self.path, self.start)
@@ -217,7 +218,8 @@ def setup_pyarrow():
       was 145 ms before any summary could start, ~17 % of a 1 GB summary. pyarrow asks once
       and remembers the answer, so pandas is hidden for that one question only.
     """
-    import pyarrow as pa
+    pa = need("pyarrow")
+    need("numpy")  # pyarrow imports without it, then fails on its first array
 
     global _pyarrow_ready
     if _pyarrow_ready:

@@ -15,6 +15,7 @@ The bytes stay in one buffer, checked in place (``jsonbytes.py``).
 
 import json
 
+from ..deps import need
 from .errors import CorruptFile
 from .jsonbytes import (MAX_EVENT_BYTES, WS, WS_STR, Piece, Source, byte_at, describe_at,
                         maybe_cut)
@@ -221,7 +222,7 @@ def _array_loader():
     """``array bytes -> list``: msgspec (1.6x json.loads on a torch trace), ``json`` where
     msgspec refuses what ``json`` reads (NaN, 1e999, lone surrogates), so the events are the
     same."""
-    import msgspec  # the CLI's dependency, never the training side's
+    msgspec = need("msgspec")  # the CLI's dependency, never the training side's
 
     decode, refused = msgspec.json.decode, msgspec.DecodeError
 

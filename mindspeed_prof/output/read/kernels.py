@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 from .. import cache
+from ..deps import need
 from . import columns
 from .csvrows import RowReader
 from .csvtable import CsvTable
@@ -86,8 +87,8 @@ def _read(path):
 
 def _sums(reader, table):
     """{(name, type) as written: [total_us, count]}, in first-seen order."""
-    import numpy
-    import pyarrow.compute as pc
+    numpy = need("numpy")
+    pc = need("pyarrow.compute")
 
     name_at, type_at, duration_at = (table.index[name] for name in
                                      ("Name", "Type", "Duration(us)"))
@@ -123,16 +124,14 @@ def _sums(reader, table):
 
 def _coded(column):
     """The column as dictionary codes (the parser encodes it; the exact pass gives text)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    pa, pc = need("pyarrow"), need("pyarrow.compute")
 
     return column if pa.types.is_dictionary(column.type) else pc.dictionary_encode(column)
 
 
 def _durations(text):
     """Float64 durations from their text; null where ``float()`` would fail or not be finite."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    pa, pc = need("pyarrow"), need("pyarrow.compute")
 
     try:
         return pc.cast(pc.utf8_trim_whitespace(text), pa.float64())
@@ -149,6 +148,6 @@ def _float(text):
 
 
 def _finite(values):
-    import pyarrow.compute as pc
+    pc = need("pyarrow.compute")
 
     return pc.fill_null(pc.is_finite(values), False)

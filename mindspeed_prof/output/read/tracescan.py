@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from .. import cache
+from ..deps import need
 from . import jsonstream
 from .errors import CorruptFile
 
@@ -86,7 +87,7 @@ class _Validator:
     JSON (simdjson checks the UTF-8 too)."""
 
     def __init__(self):
-        import simdjson  # the CLI's dependency, never the training side's
+        simdjson = need("simdjson")  # the CLI's dependency, never the training side's
 
         self._parse = simdjson.Parser().parse
 

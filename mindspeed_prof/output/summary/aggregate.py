@@ -6,6 +6,7 @@ The kernel sums come from ``read/kernels.py``: its one pass over kernel_details.
 from dataclasses import dataclass
 from typing import Optional
 
+from ..deps import need
 from ..read import columns, kernels
 from ..read.csvrows import setup_pyarrow
 from ..read.csvtable import CsvTable, number
@@ -40,10 +41,9 @@ def merge_into(target, items):
 def load_parsers():
     """Import what the summary reads with and set up pyarrow's compute functions (~45 MB the
     first time one runs), before a fork: the workers share it."""
-    import msgspec  # noqa: F401
-    import numpy  # noqa: F401
-    import pyarrow.compute as pc
-    import pyarrow.csv  # noqa: F401
+    for module in ("msgspec", "numpy", "pyarrow.csv"):
+        need(module)
+    pc = need("pyarrow.compute")
 
     pa = setup_pyarrow()
     pc.dictionary_encode(pa.array(["a"]))
