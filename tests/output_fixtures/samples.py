@@ -27,6 +27,10 @@ MSPROF_DB = os.path.join(TEST_DATA, "full_db", "msprof_0.db")
 ANALYSIS_DB = os.path.join(TEST_DATA, "multiDevice", "msprof_db", "ASCEND_PROFILER_OUTPUT",
                            "analysis.dat")
 OUTPUT = "ASCEND_PROFILER_OUTPUT"
+# A real torch_npu db export and a text export of the same job (level1, rank 0; two runs of it)
+PYTORCH_SAMPLES = os.path.join(SAMPLES, "msinsight", "test", "data", "pytorch")
+REAL_DB_CAPTURE = os.path.join(PYTORCH_SAMPLES, "db", "level1", "rank0_ascend_pt")
+REAL_TEXT_CAPTURE = os.path.join(PYTORCH_SAMPLES, "text", "level1", "rank0_ascend_pt")
 
 
 def sample_output(rank):
@@ -113,14 +117,31 @@ def write_op_statistic(kernel_details, target, device_id=None):
 
 
 def db_capture(parent, rank=0, timestamp="20230919172259000"):
-    """A db-export capture: the real CANN msprof db as ascend_pytorch_profiler_{rank}.db."""
-    path = npu_capture(parent, rank, timestamp=timestamp, parsed=False,
-                       info_changes={"experimental_config": {"_export_type": ["db"]}})
+    """A db-export capture of torch_npu (level1, CPU + NPU), as the real one upstream: its
+    profiler_info_0.json, analysis.db and ascend_pytorch_profiler_0.db (stored gzipped here),
+    given ``rank``'s names (the tables inside still say rank 0)."""
+    path = os.path.join(str(parent), run_name(rank, timestamp))
     out = os.path.join(path, OUTPUT)
     os.makedirs(out)
-    shutil.copy(MSPROF_DB, os.path.join(out, f"ascend_pytorch_profiler_{rank}.db"))
-    shutil.copy(ANALYSIS_DB, os.path.join(out, "analysis.db"))
+    with open(os.path.join(REAL_DB_CAPTURE, "profiler_info_0.json")) as handle:
+        info = json.load(handle)
+    info["rank_id"] = rank
+    with open(os.path.join(path, f"profiler_info_{rank}.json"), "w") as handle:
+        json.dump(info, handle, indent=4)
+    with gzip.open(os.path.join(REAL_DB_CAPTURE, OUTPUT, "ascend_pytorch_profiler_0.db.gz"),
+                   "rb") as src, \
+            open(os.path.join(out, f"ascend_pytorch_profiler_{rank}.db"), "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    shutil.copy(os.path.join(REAL_DB_CAPTURE, OUTPUT, "analysis.db"), out)
     open(os.path.join(out, "analyse.done"), "w").close()
+    return path
+
+
+def text_capture_of_the_db_job(parent):
+    """The text export of the job db_capture's database comes from (another run of it):
+    its profiler_info_0.json and tables, no trace_view.json (not kept here: 2.2 MB)."""
+    path = os.path.join(str(parent), run_name(0, "20250109074804000"))
+    shutil.copytree(REAL_TEXT_CAPTURE, path)
     return path
 
 

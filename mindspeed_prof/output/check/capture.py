@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from ...layout import ASCEND_OUTPUT_DIR
-from ..read import logscan
+from ..read import logscan, sqlitecheck
 from ..read.csvtable import normalise
 from . import expect
 from . import file as filecheck
@@ -34,7 +34,8 @@ def files_to_check(run):
         names = os.listdir(out_dir)
     except OSError:
         return []
-    return [p for p in (os.path.join(out_dir, n) for n in names) if os.path.isfile(p)]
+    return [p for p in (os.path.join(out_dir, n) for n in names if not sqlitecheck.is_side_file(n))
+            if os.path.isfile(p)]
 
 
 def check_run(run, window=None, config=None, checked=None, kept=None):
@@ -148,8 +149,9 @@ def _npu(run, report, config, read, kept):
     report.warnings.extend(settings.notes)
     report.errors, report.error_count = logscan.error_lines(run.path)
     out_dir = os.path.join(run.path, ASCEND_OUTPUT_DIR)
-    names = sorted(n for n in os.listdir(out_dir)
-                   if os.path.isfile(os.path.join(out_dir, n))) if os.path.isdir(out_dir) else []
+    # a database's -wal/-shm are SQLite's, not deliverables: the database's check reads them
+    names = sorted(n for n in os.listdir(out_dir) if not sqlitecheck.is_side_file(n)
+                   and os.path.isfile(os.path.join(out_dir, n))) if os.path.isdir(out_dir) else []
     if not names:
         if report.verdict == NOT_STOPPED:
             return  # nothing can parse a capture that never stopped: no advice to add
@@ -229,3 +231,13 @@ def _expect(report, checks, wanted):
         if normalise(wanted.column) not in header:
             report.fail(INCOMPLETE, f"{present.name} has no '{wanted.column}' column "
                                     f"({wanted.why})")
+    if wanted.tables and present.status == filecheck.OK:
+        held = set(present.facts.get("table_names", []))
+        lacking = {}
+        for table, why in wanted.tables:
+            if table not in held:
+                lacking.setdefault(why, []).append(table)
+        if lacking:
+            report.fail(INCOMPLETE, f"{present.name} lacks tables it must hold: " + "; ".join(
+                f"{', '.join(tables)} ({why})" for why, tables in lacking.items())
+                + (f" ({present.detail})" if present.detail else ""))

@@ -14,6 +14,11 @@ from ...errors import ConfigError
 
 LEVELS_WITH_KERNELS = ("level0", "level1", "level2")
 LEVELS_WITH_STATISTICS = ("level1", "level2")
+# torch_npu's BasicDbParser writes these into every db export, whatever was collected
+DB_BASIC_TABLES = ("META_DATA", "RANK_DEVICE_MAP")
+# what kernel_details.csv comes from (CANN's tasks; names interned in STRING_IDS)
+DB_KERNEL_TABLES = ("STRING_IDS", "TASK", "COMPUTE_TASK_INFO")
+DB_OPERATOR_TABLES = ("STRING_IDS", "PYTORCH_API")  # what operator_details.csv comes from
 
 
 @dataclass(frozen=True)
@@ -23,6 +28,7 @@ class Expected:
     required: bool = True  # False: its absence is a warning, not a failed check
     alternatives: tuple = ()
     column: Optional[str] = None  # a column the file must have for this reason
+    tables: tuple = ()  # (table, why) pairs: what a database must hold
 
 
 @dataclass
@@ -129,6 +135,12 @@ def deliverables(settings, rank=None):
     if "db" in settings.export_types:
         ranked = f"ascend_pytorch_profiler_{rank}.db" if rank is not None else None
         plain = "ascend_pytorch_profiler.db"
+        tables = {t: "torch_npu writes it into every db export" for t in DB_BASIC_TABLES}
+        if settings.npu and level in LEVELS_WITH_KERNELS:
+            tables.update((t, f"NPU activity at {level}: the kernels") for t in DB_KERNEL_TABLES)
+        if settings.cpu:
+            tables.update((t, "CPU activity: the torch operators") for t in DB_OPERATOR_TABLES
+                          if t not in tables)
         out.append(Expected(ranked or plain, "db export writes it",
-                            alternatives=(plain,) if ranked else ()))
+                            alternatives=(plain,) if ranked else (), tables=tuple(tables.items())))
     return out

@@ -1,8 +1,15 @@
 """Is an ``ascend_pytorch_profiler*.db`` / ``analysis.db`` a whole, readable SQLite file?
 
 The header alone catches most damage (wrong magic, a file shorter than the page count it
-declares); then the schema is read, and small files get ``PRAGMA quick_check``. The file is
-opened read-only and immutable, so checking never creates a journal next to the profile.
+declares); then the schema is read, and small files get ``PRAGMA quick_check``. Which tables a
+capture's database must hold is the capture's rule (``check/expect.py``), judged on ``tables``.
+
+The file is opened read-only and immutable: checking never writes beside the profile, not even
+the ``-wal``/``-shm`` files SQLite makes for a database in WAL mode (torch_npu's is; so is one
+that MindStudio Insight has open, which leaves an empty ``-wal`` and a ``-shm`` there). Those
+side files are SQLite's, not deliverables (``is_side_file``): an empty one means nothing, a
+``-wal`` with pages holds changes the writer never merged into the main file (it is still
+running, or was killed), which an immutable read cannot see; the note says so.
 """
 
 import os
@@ -15,6 +22,12 @@ from .errors import CorruptFile
 MAGIC = b"SQLite format 3\x00"
 # quick_check reads every page; above this size it would dominate ``check``'s run time.
 QUICK_CHECK_MAX_BYTES = 256 << 20
+SIDE_SUFFIXES = ("-wal", "-shm", "-journal")
+
+
+def is_side_file(name):
+    """``x.db-wal``, ``x.db-shm``, ``x.db-journal``: SQLite's own files beside a database."""
+    return name.endswith(tuple(".db" + s for s in SIDE_SUFFIXES))
 
 
 @dataclass
@@ -28,8 +41,9 @@ class DbInfo:
 def check_sqlite(path):
     """A ``DbInfo`` for a usable database; raises ``CorruptFile`` with the reason otherwise."""
     size = os.path.getsize(path)
+    pending = _pending_side_file(path)
     if size == 0:
-        raise CorruptFile("empty file (0 bytes)")
+        raise CorruptFile("empty file (0 bytes)" + (f"; {pending}" if pending else ""))
     with open(path, "rb") as handle:
         header = handle.read(100)
     if len(header) < 100 or not header.startswith(MAGIC):
@@ -49,11 +63,8 @@ def check_sqlite(path):
     if size % page_size:
         raise CorruptFile(f"truncated: {size} bytes is not a whole number of "
                           f"{page_size}-byte pages")
-    wal = path + "-wal"
-    if os.path.exists(wal) and os.path.getsize(wal) > 0:
-        info.notes.append(f"{os.path.basename(wal)} exists: the writer never closed the "
-                          f"database (still running, or killed); its last changes are not in "
-                          f"the main file")
+    if pending:
+        info.notes.append(pending)
     uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro&immutable=1"
     try:
         db = sqlite3.connect(uri, uri=True)
@@ -70,6 +81,21 @@ def check_sqlite(path):
         raise CorruptFile(f"SQLite cannot read it: {exc}") from None
     finally:
         db.close()
-    if not info.tables:
+    if not info.tables and not pending:
         raise CorruptFile("no tables: the database was created but never filled")
     return info
+
+
+def _pending_side_file(path):
+    """Why the main file may lack the writer's last changes, or None."""
+    for suffix, what in (("-wal", "its write-ahead log"), ("-journal", "a rollback journal")):
+        side = path + suffix
+        try:
+            size = os.path.getsize(side)
+        except OSError:
+            continue
+        if size > 0:
+            return (f"{os.path.basename(side)} ({what}, {size} bytes) is beside it: the writer "
+                    f"never closed the database (still running, or killed), so its last "
+                    f"changes are not in the main file, which is what was read")
+    return None
