@@ -1,4 +1,4 @@
-"""``mindspeed-prof check DIR [--ranks R...] [--json] [--node I/N|auto --report FILE]``: is every
+"""``mindspeed-prof check DIR [--ranks R...] [--json] [--run ID] [--node I/N|auto --report FILE]``: is every
 rank's profile usable?
 
 Exit 0 only when every expected rank is valid, 1 when any is not (or nothing was found),
@@ -22,6 +22,9 @@ def add_arguments(parser):
                         help="Ranks that must be there (0 2 5, 0-7); default: those the "
                              "manifests expect, plus every rank found.")
     parser.add_argument("--json", action="store_true", help="Machine-readable output.")
+    parser.add_argument("--run", metavar="ID", default=None,
+                        help="When several jobs wrote into DIR: judge the run with this run id "
+                             "(as the warning lists them) instead of the newest.")
     parser.add_argument("--node", metavar="I/N", default=None,
                         help="Check only node I's share of N (0-based; the ranks split into N "
                              "contiguous runs, as launchers number them): one task per node "
@@ -79,11 +82,11 @@ def _run(args):
         from mindspeed_prof.output.render import roles as render_roles
         from mindspeed_prof.output.check.roles import check_roles
 
-        result = check_roles(args.directory, roots, expected_ranks(args.ranks))
+        result = check_roles(args.directory, roots, expected_ranks(args.ranks), run=args.run)
         print(render_roles.role_check_json(result) if args.json
               else render_roles.role_check_table(result))
         return result.exit_code
-    report = check_directory(args.directory, expected_ranks(args.ranks))
+    report = check_directory(args.directory, expected_ranks(args.ranks), run=args.run)
     print(check_json(report) if args.json else check_table(report))
     return report.exit_code
 
@@ -92,7 +95,8 @@ def _node(args, share):
     from mindspeed_prof.output.job.node_report import node_report, write_report
     from mindspeed_prof.output.render.check import check_json, check_table
 
-    report, _, data = node_report(args.directory, share, expected_ranks(args.ranks))
+    report, _, data = node_report(args.directory, share, expected_ranks(args.ranks),
+                                  run=args.run)
     print(check_json(report) if args.json else check_table(report))
     if args.report:
         written = write_report(data, args.report)

@@ -9,7 +9,10 @@ found, or every capture unreadable: the reason goes to stderr), 2 on a usage err
 """
 
 import json
+import os
 import sys
+
+from mindspeed_prof.errors import ConfigError
 
 HELP = "Summarise every rank's profile under DIR: step-time breakdown, top kernels, slow ranks."
 
@@ -24,6 +27,9 @@ def add_arguments(parser):
     form.add_argument("--json", action="store_true", help="Machine-readable JSON.")
     form.add_argument("--csv", action="store_true",
                       help="Long-format CSV: section,rank,step,name,type,metric,value.")
+    parser.add_argument("--run", metavar="ID", default=None,
+                        help="When several jobs wrote into DIR: summarise the run with this run "
+                             "id (as the note lists them) instead of the newest.")
     parser.add_argument("--no-cache", action="store_true",
                         help="Read every file again, ignoring what an earlier check/summary of "
                              "the same unchanged files remembered (MINDSPEED_PROF_CACHE).")
@@ -54,7 +60,7 @@ def _run(args):
     # gets the per-rank breakdown and top operators below, as a training save path does.
     if roots and not (len(roots) == 1 and roots[0].rel == "."):
         return _roles(args, roots)
-    summary = summarize_directory(args.directory, top=args.top)
+    summary = summarize_directory(args.directory, top=args.top, run=args.run)
     memory = summarize_memory(args.directory, top=args.top)  # allocator snapshots, if any
     from mindspeed_prof.output.render.captures import captures_lines
     from mindspeed_prof.output.summary.captures import compare_captures
@@ -96,9 +102,16 @@ def _roles(args, roots):
     from mindspeed_prof.output.render import roles as render_roles
     from mindspeed_prof.output.summary.roles import summarize_roles
 
-    if args.plot:
-        print(f"mindspeed-prof summary: --plot {args.plot} not written: RL role output has no "
-              f"per-rank breakdown to draw; see the tables.", file=sys.stderr)
+    folders = ", ".join(sorted(os.path.relpath(r.path, args.directory) for r in roots))
+    why = {"--plot": "the cross-role table has no per-rank breakdown to draw",
+           "--run": "each role's folder is a save path of its own, with its own runs"}
+    for flag, value in (("--plot", args.plot), ("--run", args.run)):
+        if value:  # refused before any work, rather than ignored
+            one = os.path.join(args.directory, os.path.relpath(roots[0].path, args.directory))
+            raise ConfigError(f"{flag} {value}: {args.directory} holds RL role output (a save "
+                              f"path per role or stage: {folders}), and {why[flag]}; give one "
+                              f"role's folder, e.g. `mindspeed-prof summary {one} {flag} "
+                              f"{value}`.")
     summary = summarize_roles(args.directory, roots)
     if args.json:
         print(render_roles.role_summary_json(summary))

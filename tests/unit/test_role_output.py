@@ -3,6 +3,7 @@
 import os
 import time
 
+import pytest
 import torch
 
 import mindspeed_prof
@@ -83,3 +84,22 @@ def test_summary_of_one_roles_folder_gives_its_per_rank_breakdown_and_operators(
     code, report = run_cli_json(capsys, "summary", save / "rollout")
     assert code == 0 and [r["rank"] for r in report["ranks"]] == [0]
     assert any(op["name"] == "aten::randn" for op in report["ranks"][0]["top_ops"])
+
+
+def test_plot_of_rl_role_output_is_refused_naming_a_roles_folder_and_one_of_those_plots(
+        tmp_path, capsys):
+    # before: nothing written, exit 0
+    save = tmp_path / "prof"
+    profile_role(save, "rollout", 0)
+    profile_role(save, "ref", 0)
+    capsys.readouterr()
+    target = tmp_path / "steps.png"
+    code, _, err = run_cli(capsys, "summary", save, "--plot", target)
+    assert code == 2 and not target.exists()
+    assert "holds RL role output" in err and "ref, rollout" in err
+    assert f"mindspeed-prof summary {save / 'ref'} --plot {target}" in err
+    code, _, err = run_cli(capsys, "summary", save, "--run", "x")
+    assert code == 2 and "--run x" in err
+    pytest.importorskip("matplotlib")
+    code, out, _ = run_cli(capsys, "summary", save / "ref", "--plot", target)
+    assert code == 0 and target.stat().st_size > 0 and f"plot written to {target}" in out

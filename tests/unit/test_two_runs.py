@@ -7,32 +7,38 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
 from helpers.cli import rank_entry, run_cli, run_cli_json
 from helpers.traces import manifest, torch_traces
+from output_fixtures.torch_traces import torch_trace
 
 JOB = textwrap.dedent("""
     import sys, torch
     import mindspeed_prof
+    rank, ranks = int(sys.argv[3]), [int(r) for r in sys.argv[4].split(",")]
     config = mindspeed_prof.ProfilerConfig(
         profile=True, profile_step_start=2, profile_step_end=int(sys.argv[2]),
-        profile_save_path=sys.argv[1], profile_backend="torch", profile_ranks=[0])
-    with mindspeed_prof.profile(config, rank=0, world_size=1) as prof:
+        profile_save_path=sys.argv[1], profile_backend="torch", profile_ranks=ranks)
+    with mindspeed_prof.profile(config, rank=rank, world_size=max(ranks) + 1) as prof:
         for iteration in range(1, 5):
             torch.randn(8, 8).sum()
             prof.step()
 """)
 
 
-def job(save, run_id, end):
-    """One job (its own process), as torchrun would start it with its run id."""
+def job(save, run_id, end, ranks=(0,)):
+    """One job, as torchrun would start it with its run id: a process per rank (one after the
+    other: the ranks never talk)."""
     env = {**os.environ, "TORCHELASTIC_RUN_ID": run_id}
     env.pop("SLURM_JOB_ID", None)
-    done = subprocess.run([sys.executable, "-c", JOB, str(save), str(end)], env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    for rank in ranks:
+        done = subprocess.run([sys.executable, "-c", JOB, str(save), str(end), str(rank),
+                               ",".join(map(str, ranks))], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
 
 
 def manifests(save):
@@ -76,6 +82,101 @@ def test_summary_reads_the_newest_run_and_names_the_other(two_jobs, capsys):
     code, out, _ = run_cli(capsys, "summary", save)
     assert code == 0
     assert "2 runs wrote into this directory" in out and "run first-job" in out
+
+
+@pytest.fixture(scope="module")
+def fewer_ranks(tmp_path_factory):
+    """Job A profiles ranks 0 and 1 (whole windows); job B, later, rank 0 only."""
+    save = tmp_path_factory.mktemp("fewer_ranks") / "profile_dir"
+    job(save, "job-a", 4, ranks=(0, 1))
+    job(save, "job-b", 4, ranks=(0,))
+    return save
+
+
+def test_a_newer_job_that_profiles_fewer_ranks_is_judged_alone_not_mixed_with_the_older(
+        fewer_ranks, capsys):
+    # before: rank 0 judged by job B, rank 1 by job A, one verdict "2 valid", exit 0
+    code, report = run_cli_json(capsys, "check", fewer_ranks)
+    assert report["run"] == "job-b"
+    assert [r["rank"] for r in report["ranks"]] == [0] and report["expected_ranks"] == [0]
+    assert rank_entry(report, 0)["manifest"] == "profile_manifest_rank0.job-b.json"
+    note = " | ".join(report["warnings"])
+    assert "2 runs wrote into this directory: judged the newest run, run job-b" in note
+    assert "left out run job-a" in note and "rank(s) 0, 1" in note and "--run ID" in note
+    assert code == 0
+
+
+def test_summary_reads_the_newer_job_alone(fewer_ranks, capsys):
+    code, data = run_cli_json(capsys, "summary", fewer_ranks)
+    assert code == 0 and data["run"] == "job-b"
+    assert [r["rank"] for r in data["ranks"]] == [0]
+    assert len(data["ranks"][0]["sources"]) == 1
+
+
+def test_run_picks_an_older_job_whole(fewer_ranks, capsys):
+    code, report = run_cli_json(capsys, "check", fewer_ranks, "--run", "job-a")
+    assert code == 0 and report["run"] == "job-a"
+    assert [(r["rank"], r["verdict"]) for r in report["ranks"]] == [(0, "valid"), (1, "valid")]
+    assert rank_entry(report, 0)["manifest"] == "profile_manifest_rank0.json"
+    assert "left out run job-b" in " | ".join(report["warnings"])
+    code, data = run_cli_json(capsys, "summary", fewer_ranks, "--run", "job-a")
+    assert code == 0 and [r["rank"] for r in data["ranks"]] == [0, 1]
+
+
+def test_a_run_id_that_no_manifest_has_is_a_usage_error_listing_the_runs(fewer_ranks, capsys):
+    code, _, err = run_cli(capsys, "check", fewer_ranks, "--run", "job-c")
+    assert code == 2 and "--run job-c: no manifest here has that run id" in err
+    assert "run job-a (started" in err and "run job-b (started" in err
+
+
+def write_run(save, rank, run_id, started_ns, trace, **fields):
+    """A manifest of ``run_id`` for ``rank`` listing ``trace`` (written as a job would)."""
+    name = f"profile_manifest_rank{rank}.{run_id}.json" if (
+        save / f"profile_manifest_rank{rank}.json").exists() else \
+        f"profile_manifest_rank{rank}.json"
+    data = {"schema": 1, "tool": "mindspeed_prof", "rank": rank, "world_size": 2,
+            "hostname": "node", "pid": 100 + rank,
+            "run_id": run_id, "selected_ranks": fields.pop("selected_ranks", [rank]),
+            "backend": "torch", "config": {}, "windows": [], "status": "complete",
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started_ns / 1e9)),
+            "started_ns": started_ns, "files": [os.path.relpath(trace, save)], **fields}
+    (save / name).write_text(json.dumps(data))
+
+
+def test_manifests_without_a_shared_run_id_are_split_into_jobs_by_when_they_started(tmp_path,
+                                                                                    capsys):
+    # an older mindspeed_prof: each rank's run id is its own host-pid. Job A (ranks 0, 1) at
+    # t, t+1 s; job B (rank 1 only) 100 s later: rank 1 seen twice splits them at the gap
+    save = tmp_path / "profile_dir"
+    t = 1_700_000_000 * 10**9
+    for rank, start, pid, selected in ((0, t, 10, [0, 1]), (1, t + 10**9, 11, [0, 1]),
+                                       (1, t + 100 * 10**9, 21, [1])):
+        trace = torch_trace(save / f"job{pid // 10}", rank=rank, start=2, end=4)
+        write_run(save, rank, f"node-{pid}", start, trace, pid=pid, selected_ranks=selected)
+    code, report = run_cli_json(capsys, "check", save)
+    assert report["run"] == "node-21" and report["expected_ranks"] == [1]
+    assert [(r["rank"], r["manifest"]) for r in report["ranks"]] == [
+        (1, "profile_manifest_rank1.node-21.json")]
+    assert report["ranks"][0]["runs"][0]["path"].startswith("job2")
+    assert "left out run node-10 (+1 processes without a shared run id)" in \
+        " | ".join(report["warnings"])
+    assert code == 0
+
+
+def test_a_restarted_rank_of_one_run_is_judged_by_its_newest_manifest(tmp_path, capsys):
+    # torchrun restarted the workers: same run id, new processes, a second manifest per rank
+    save = tmp_path / "profile_dir"
+    t = 1_700_000_000 * 10**9
+    first = torch_trace(save / "attempt0", rank=0, start=2, end=4)
+    write_run(save, 0, "elastic-1", t, first, pid=10)
+    second = torch_trace(save / "attempt1", rank=0, start=2, end=4)
+    write_run(save, 0, "elastic-1", t + 60 * 10**9, second, pid=11)
+    code, report = run_cli_json(capsys, "check", save)
+    entry = rank_entry(report, 0)
+    assert code == 0 and entry["manifest"] == "profile_manifest_rank0.elastic-1.json"
+    assert [r["path"] for r in entry["runs"]] == [os.path.relpath(second, save)]
+    assert "run elastic-1 wrote rank(s) 0 more than once (its workers restarted)" in \
+        " | ".join(report["warnings"])
 
 
 def test_a_process_that_profiles_twice_rewrites_its_own_manifest(tmp_path):

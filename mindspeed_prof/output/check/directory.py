@@ -26,12 +26,13 @@ UNFINISHED_STATUSES = ("armed", "running")
 
 
 def check_directory(path: "str | os.PathLike[str]", expected_ranks: Optional[Iterable[int]] = None,
-                    share: Any = None) -> Report:
+                    share: Any = None, run: Optional[str] = None) -> Report:
     """Check every capture under ``path``; ``expected_ranks`` (e.g. from ``--ranks``) replaces
     the ranks the manifests expect, and limits the report to them. ``share`` (a
     ``job.share.Share``): check only this node's part of those ranks (``report.covered``
-    says which), for a per-node report merged later. Raises ``ConfigError`` when ``path`` is
-    not a directory; any file content gives a verdict, never an exception."""
+    says which), for a per-node report merged later. ``run`` (``--run``): judge that run
+    instead of the newest (``read/jobruns.py``). Raises ``ConfigError`` when ``path`` is not a
+    directory or has no such run; any file content gives a verdict, never an exception."""
     if not os.path.isdir(path):
         what = "does not exist" if not os.path.exists(path) else "is not a directory"
         raise ConfigError(f"DIR {path} {what}; give the --profile-save-path of the profiled run "
@@ -39,7 +40,7 @@ def check_directory(path: "str | os.PathLike[str]", expected_ranks: Optional[Ite
     found = discovery.discover(path)
     report = Report(directory=found.root)
     report.warnings.extend(found.notes)
-    manifests = _manifests(found, report)
+    manifests = _manifests(found, report, run)
     for run in found.runs:
         if run.rank is None:
             rank_from_manifests(run, manifests)
@@ -109,13 +110,14 @@ def _read_files(runs):
     return {**known, **dict(zip(paths, results))}
 
 
-def _manifests(found, report):
-    """Each rank's newest manifest; older runs' manifests and the captures they list are left
-    out, and named (two jobs in one save path are never merged without a word)."""
+def _manifests(found, report, run=None):
+    """The judged run's manifests, one per rank; other runs' manifests and the captures they
+    list are left out, and named (two jobs in one save path are never merged without a word)."""
     for entry in found.manifests:
         if entry.error:
             report.warnings.append(entry.error)
-    runs = jobruns.newest_per_rank(found.manifests)
+    runs = jobruns.choose(found.manifests, run)
+    report.run = runs.judged.label if runs.judged else None
     if runs.left_out:
         report.warnings.append(runs.note())
         found.runs = jobruns.keep_runs(found.runs, runs)

@@ -120,6 +120,7 @@ class Report:
     unranked: list = field(default_factory=list)  # RunReport whose rank is unknown
     warnings: list = field(default_factory=list)
     covered: Optional[list] = None  # the ranks a node's share held (check_directory(share=...))
+    run: Optional[str] = None  # the run judged, when manifests name one (read/jobruns.py)
 
     @property
     def ok(self):
@@ -145,13 +146,16 @@ class Report:
         return cls(directory=data["directory"], expected_ranks=list(data["expected_ranks"]),
                    ranks=[RankReport.from_dict(r, file_from_dict) for r in data["ranks"]],
                    unranked=[RunReport.from_dict(r, file_from_dict) for r in data["unranked"]],
-                   warnings=list(data["warnings"]))
+                   warnings=list(data["warnings"]), run=data.get("run"))
 
     def as_dict(self):
-        return {
+        data = {
             "directory": self.directory, "ok": self.ok, "exit_code": self.exit_code,
             "expected_ranks": self.expected_ranks, "counts": self.counts(),
             "warnings": self.warnings,
             "ranks": [r.as_dict() for r in self.ranks],
             "unranked": [r.as_dict() for r in self.unranked],
         }
+        if self.run is not None:
+            data["run"] = self.run
+        return data

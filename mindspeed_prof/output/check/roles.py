@@ -56,12 +56,13 @@ class RoleCheck:
 
 
 def check_roles(path: str, roots: List[RoleRoot],
-                expected_ranks: Optional[List[int]] = None) -> RoleCheck:
-    """Check each role folder; ``expected_ranks`` (``--ranks``) applies to every role."""
+                expected_ranks: Optional[List[int]] = None, run: Optional[str] = None) -> RoleCheck:
+    """Check each role folder; ``expected_ranks`` (``--ranks``) and ``run`` (``--run``) apply to
+    every role."""
     result = RoleCheck(directory=os.path.abspath(path))
     by_key: dict = {}
     for root in roots:
-        report: Report = check_directory(root.path, expected_ranks)
+        report: Report = check_directory(root.path, expected_ranks, run=run)
         result.reports.append((root, report))
         expected = result.expected.setdefault(root.role, [])
         expected[:] = sorted(set(expected) | set(report.expected_ranks))

@@ -79,6 +79,12 @@ def merge_reports(paths):
             summaries.setdefault(item["rank"], rank_summary_from(item))
         for note in data["summary"]["notes"]:
             notes.setdefault(note, None)
+    judged = [r for r in dict.fromkeys(data["check"].get("run") for _, data in reports)
+              if r is not None]
+    if len(judged) > 1:  # nodes of a shared save path all pick its newest run: node-local disks
+        warnings.setdefault(f"the node reports judged different runs ({', '.join(judged)}): "
+                            f"their save paths hold different jobs", None)
+    check.run = summary.run = ", ".join(judged) if judged else None
     check.expected_ranks = sorted(expected)
     for rank in sorted(set(by_rank) | expected):
         if rank in by_rank:

@@ -19,15 +19,15 @@ VERSION = 1
 ITEM_FIELDS = ("kernels", "op_types", "ops")
 
 
-def node_report(path, share=None, expected_ranks=None, top=10):
+def node_report(path, share=None, expected_ranks=None, top=10, run=None):
     """(check Report, summary Summary, the JSON-able node report) of ``path``'s share (a
     ``Share``; None: the ranks found under ``path``, as on a node-local disk)."""
     share = share if share is not None else Local()
-    report = check_directory(path, expected_ranks, share)
+    report = check_directory(path, expected_ranks, share, run=run)
     covered = report.covered
     # the check has just read the big files: the summary takes their numbers from the cache
     summary = summarize_directory(path, top, only=set(covered),
-                                  takes_unranked=share.takes_unranked)
+                                  takes_unranked=share.takes_unranked, run=run)
     data = {"format": FORMAT, "version": VERSION, "directory": report.directory,
             "node": share.as_dict(), "covered_ranks": covered,
             "check": report.as_dict(),

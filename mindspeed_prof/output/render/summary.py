@@ -35,9 +35,12 @@ def summary_dict(summary):
             "top_ops": [o.as_dict(op_total) for o in ops], "requests": r.requests,
             "engine_windows": r.engine_windows, "notes": r.notes,
         })
-    return {"directory": summary.directory, "top": summary.top, "ranks": ranks,
+    data = {"directory": summary.directory, "top": summary.top, "ranks": ranks,
             "overall": _overall(summary), "slow_ranks": slow_ranks(summary.ranks),
             "notes": summary.notes}
+    if summary.run is not None:
+        data["run"] = summary.run
+    return data
 
 
 def _overall(summary):

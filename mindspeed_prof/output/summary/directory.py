@@ -61,6 +61,7 @@ class Summary:
     top: int = 10
     ranks: list = field(default_factory=list)
     notes: list = field(default_factory=list)
+    run: Optional[str] = None  # the run summarised, when manifests name one (read/jobruns.py)
 
     def rank(self, rank):
         return next((r for r in self.ranks if r.rank == rank), None)
@@ -73,10 +74,12 @@ class Summary:
 
 def summarize_directory(path: "str | os.PathLike[str]", top: int = 10,
                         only: Optional[Set[int]] = None,
-                        takes_unranked: bool = True) -> "Summary":
+                        takes_unranked: bool = True,
+                        run: Optional[str] = None) -> "Summary":
     """Summarise every rank under ``path``; ``only`` (a set of ranks): just those, for a
     node's share of the job (``job/``), whose notes about the whole folder are left to the
-    merge, as are the unranked captures unless ``takes_unranked``."""
+    merge, as are the unranked captures unless ``takes_unranked``. ``run`` (``--run``): that
+    run instead of the newest (``read/jobruns.py``; ``ConfigError`` when there is none)."""
     if not os.path.isdir(path):
         what = "does not exist" if not os.path.exists(path) else "is not a directory"
         raise ConfigError(f"DIR {path} {what}; give the --profile-save-path of the profiled run "
@@ -85,8 +88,9 @@ def summarize_directory(path: "str | os.PathLike[str]", top: int = 10,
         raise ConfigError(f"--top {top} must be >= 1.")
     found = discover(path)
     summary = Summary(directory=found.root, top=top)
-    runs = jobruns.newest_per_rank(found.manifests)
-    if runs.left_out:  # two jobs in one save path: the newest run per rank, the others named
+    runs = jobruns.choose(found.manifests, run)
+    summary.run = runs.judged.label if runs.judged else None
+    if runs.left_out:  # two jobs in one save path: one run judged, the others named
         summary.notes.append(runs.note())
         found.runs = jobruns.keep_runs(found.runs, runs)
     manifests = runs.chosen
