@@ -1,4 +1,4 @@
-"""``mindspeed-prof summary DIR [--top N] [--json|--csv] [--plot FILE.png]``.
+"""``mindspeed-prof summary DIR [--top N] [--json|--csv] [--steps] [--run ID] [--plot FILE.png]``.
 
 Per rank and overall: step time and its breakdown, top kernels and op types (NPU) or
 operators by self time (torch), and the slow ranks with what sets them apart; with allocator
@@ -33,6 +33,9 @@ def add_arguments(parser):
     parser.add_argument("--no-cache", action="store_true",
                         help="Read every file again, ignoring what an earlier check/summary of "
                              "the same unchanged files remembered (MINDSPEED_PROF_CACHE).")
+    parser.add_argument("--steps", action="store_true",
+                        help="Also list every profiled step of every rank (the table; --json "
+                             "and --csv always hold them).")
     parser.add_argument("--plot", metavar="FILE.png", default=None,
                         help="Also draw a per-rank stacked bar chart of the step breakdown "
                              "(needs matplotlib).")
@@ -84,7 +87,7 @@ def _run(args):
     elif args.csv:
         print(render_summary.summary_csv(summary) + render_memory.memory_csv(memory), end="")
     else:
-        print(render_summary.summary_table(summary))
+        print(render_summary.summary_table(summary, steps=args.steps))
         if memory:
             print("\n" + render_memory.memory_table(memory))
         for line in captures_lines(captures):

@@ -6,12 +6,17 @@
     summary = summarize_directory("profile_dir", top=10)            # Summary
 
 Grouped by role, each folder importing only the ones below it:
-  render/   what the commands print: tables, JSON, CSV (check, summary, roles) and plot
+  render/   what the commands print: tables, JSON, CSV (check, summary, summary_table,
+            roles) and plot
   check/    verdict rules: expect, file, capture, directory (check_directory), roles; report
-  summary/  the numbers: directory (summarize_directory), aggregate, torchtrace, requests, roles
+  summary/  the numbers: directory (summarize_directory), capture (one capture), model,
+            aggregate, npu_db (db exports), torchtrace + torchsteps (torch traces), compare,
+            requests, roles
   read/     file scanners: discover, jobruns, windows, roles, profinfo, jsonstream, tracescan,
-            csvrows, csvtable, columns, sqlitecheck, logscan; errors
-  parallel (big inputs over several processes), progress (a bar on a terminal's stderr).
+            csvrows, csvtable, columns, sqlitecheck, dbsummary, kernels, logscan; errors
+  job/      past one machine: share, node_report, merge
+  parallel (big inputs over several processes), progress (a bar on a terminal's stderr),
+  cache (what a big file held, remembered), deps (the parsers, imported through one place).
 The parsers (pyarrow, simdjson, msgspec, numpy) are imported inside the readers, never by the
 training side.
 """

@@ -13,7 +13,7 @@ from typing import Optional
 
 from .. import cache
 from ..deps import MissingDependency, need
-from ..read import columns, csvrows, csvtable, kernels, sqlitecheck, tracescan
+from ..read import columns, csvrows, csvtable, dbsummary, kernels, sqlitecheck, tracescan
 from ..read.errors import CorruptFile
 
 OK, CORRUPT, MISSING = "ok", "corrupt", "missing"
@@ -21,6 +21,7 @@ OK, CORRUPT, MISSING = "ok", "corrupt", "missing"
 WHOLE_JSON_MAX_BYTES = 32 << 20
 TRACE_FILES = ("trace_view.json",)
 KERNEL_DETAILS = "kernel_details.csv"
+PROFILER_DB = "ascend_pytorch_profiler"
 _READ_ERRORS = (CorruptFile, OSError, ValueError, RecursionError, EOFError, sqlite3.Error,
                 zlib.error, MemoryError)
 
@@ -92,7 +93,7 @@ def check_file(path, name=None):
         elif name.endswith(".json"):
             _json(path, size, result)
         elif name.endswith(".db"):
-            info = sqlitecheck.check_sqlite(path)
+            info = _db(path, name)
             result.facts["tables"] = len(info.tables)
             result.facts["table_names"] = info.tables
             if info.notes:
@@ -114,6 +115,18 @@ def _reason(exc):
     if isinstance(exc, OSError):
         return f"unreadable: {exc.strerror or exc}"
     return str(exc) or type(exc).__name__
+
+
+def _db(path, name):
+    """The database's check; a profiler database's kernel sums come from the same connection
+    and are remembered for ``summary`` (with no cache, nobody would take them)."""
+    if not (name.startswith(PROFILER_DB) and cache.worth_caching(path)):
+        return sqlitecheck.check_sqlite(path)
+    before = cache.stamp(path)
+    info = sqlitecheck.check_sqlite(path, then=dbsummary.kernel_sums)
+    if info.then is not None:
+        dbsummary.remember(path, before, info.then)
+    return info
 
 
 def _csv(path, name, result):

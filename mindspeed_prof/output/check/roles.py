@@ -76,8 +76,9 @@ def check_roles(path: str, roots: List[RoleRoot],
             entry.problems.extend(f"{root.rel}: {p}" for p in rank_report.problems)
             entry.problems.extend(f"{root.rel}: {p}" for run in rank_report.runs
                                   for p in run.problems)
-        for run in report.unranked:
-            result.warnings.append(f"{root.rel}: {run.path}: rank unknown ({run.verdict})")
+        for capture in report.unranked:
+            result.warnings.append(f"{root.rel}: {capture.path}: rank unknown "
+                                   f"({capture.verdict})")
     result.ranks = [by_key[key] for key in sorted(by_key)]
     _stray_captures(path, roots, result)
     return result

@@ -76,7 +76,8 @@ def merge_reports(paths):
         for warning in node.warnings:
             warnings.setdefault(warning, None)
         for item in data["summary"]["ranks"]:
-            summaries.setdefault(item["rank"], rank_summary_from(item))
+            # a row per (rank, backend), as on one machine
+            summaries.setdefault((item["rank"], item["backend"] or ""), rank_summary_from(item))
         for note in data["summary"]["notes"]:
             notes.setdefault(note, None)
     judged = [r for r in dict.fromkeys(data["check"].get("run") for _, data in reports)
@@ -94,6 +95,6 @@ def merge_reports(paths):
                 "no output for this rank (expected by the manifests; no node report "
                 "covers it)"]))
     check.warnings = list(warnings)
-    summary.ranks = [summaries[rank] for rank in sorted(summaries)]
+    summary.ranks = [summaries[key] for key in sorted(summaries)]
     summary.notes = list(notes) + closing_notes(summary, directory)
     return Merged(check, summary, len(reports))

@@ -52,7 +52,8 @@ def write_report(data, target):
 
 def rank_summary_dict(rank_summary):
     data = {k: getattr(rank_summary, k) for k in ("rank", "backend", "sources", "steps",
-                                                  "op_types_source", "requests", "notes")}
+                                                  "op_types_source", "requests", "notes",
+                                                  "basis")}
     for name in ITEM_FIELDS:  # in insertion order: ties sort as on one machine
         data[name] = [[list(key) if isinstance(key, tuple) else key, item.name, item.kind,
                        item.total_us, item.count]
@@ -64,6 +65,7 @@ def rank_summary_from(data):
     rank_summary = RankSummary(rank=data["rank"])
     for name in ("backend", "sources", "steps", "op_types_source", "requests", "notes"):
         setattr(rank_summary, name, data[name])
+    rank_summary.basis = data.get("basis")  # reports of 0.x before it have none
     for name in ITEM_FIELDS:
         setattr(rank_summary, name, {
             tuple(key) if isinstance(key, list) else key: Item(item_name, kind, total, count)

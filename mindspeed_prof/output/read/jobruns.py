@@ -21,7 +21,7 @@ job, which began at the widest gap between starts before it.
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from ...errors import ConfigError
 
@@ -31,7 +31,7 @@ class JobRun:
     """The manifests of one run (``ManifestFile`` entries), oldest first."""
 
     label: str
-    manifests: List[object]
+    manifests: List[Any]
     shared: bool  # its ranks share a run id (False: grouped by their start times)
 
     @property
@@ -54,8 +54,8 @@ class JobRun:
 class Runs:
     """The run judged (one manifest per rank) and the manifests left out."""
 
-    chosen: Dict[int, object] = field(default_factory=dict)  # rank -> ManifestFile
-    left_out: List[object] = field(default_factory=list)
+    chosen: Dict[int, Any] = field(default_factory=dict)  # rank -> ManifestFile
+    left_out: List[Any] = field(default_factory=list)
     judged: Optional[JobRun] = None
     others: List[JobRun] = field(default_factory=list)  # the other runs, oldest first
     asked: Optional[str] = None  # --run, when given
@@ -119,7 +119,8 @@ def choose(manifests, run: Optional[str] = None) -> Runs:
 
 def group(manifests) -> List[JobRun]:
     """The runs of the readable manifests, oldest first."""
-    shared, unshared = {}, []
+    shared: Dict[str, List[Any]] = {}
+    unshared: List[Any] = []
     for entry in manifests:
         if entry.data is None:
             continue

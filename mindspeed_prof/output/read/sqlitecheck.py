@@ -36,10 +36,23 @@ class DbInfo:
     pages: int = 0
     page_size: int = 0
     notes: list = field(default_factory=list)
+    then: object = None  # what check_sqlite's ``then`` returned
 
 
-def check_sqlite(path):
-    """A ``DbInfo`` for a usable database; raises ``CorruptFile`` with the reason otherwise."""
+def connect(path):
+    """A read-only, immutable connection: SQLite writes nothing beside the file, not even the
+    ``-wal``/``-shm`` of a WAL-mode database. ``CorruptFile`` when it cannot be opened."""
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro&immutable=1"
+    try:
+        return sqlite3.connect(uri, uri=True)
+    except sqlite3.Error as exc:
+        raise CorruptFile(f"SQLite cannot open it: {exc}") from None
+
+
+def check_sqlite(path, then=None):
+    """A ``DbInfo`` for a usable database; raises ``CorruptFile`` with the reason otherwise.
+    ``then(db)``: run on the same connection once the file passed (``info.then`` holds what
+    it returned), so what a reader takes from it costs no second open."""
     size = os.path.getsize(path)
     pending = _pending_side_file(path)
     if size == 0:
@@ -65,11 +78,7 @@ def check_sqlite(path):
                           f"{page_size}-byte pages")
     if pending:
         info.notes.append(pending)
-    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro&immutable=1"
-    try:
-        db = sqlite3.connect(uri, uri=True)
-    except sqlite3.Error as exc:
-        raise CorruptFile(f"SQLite cannot open it: {exc}") from None
+    db = connect(path)
     try:
         info.tables = sorted(row[0] for row in db.execute(
             "select name from sqlite_master where type = 'table'"))
@@ -77,6 +86,8 @@ def check_sqlite(path):
             result = [row[0] for row in db.execute("pragma quick_check(5)")]
             if result != ["ok"]:
                 raise CorruptFile("SQLite quick_check: " + "; ".join(map(str, result)))
+        if then is not None and info.tables:
+            info.then = then(db)
     except sqlite3.Error as exc:
         raise CorruptFile(f"SQLite cannot read it: {exc}") from None
     finally:

@@ -1,4 +1,6 @@
-"""``summary``'s results as a terminal table, JSON (``--json``) or long-format CSV (``--csv``)."""
+"""``summary``'s results as JSON (``--json``), long-format CSV (``--csv``) or a terminal table
+(``summary_table.py``), all from one ``summary_dict``. Every time is in µs (``*_us`` keys;
+the CSV's ``metric`` names end in ``_us`` or are step-trace components, also µs)."""
 
 import csv
 import io
@@ -7,15 +9,8 @@ import statistics
 
 from ..read import columns
 from ..summary import engine_steps
-from ..summary.compare import merge, slow_ranks, top_items
-
-SHORT = {
-    "Communication(Not Overlapped)": "Comm(NotOvl)",
-    "Communication(Not Overlapped and Exclude Receive)": "Comm(NotOvl,ExRecv)",
-    "Communication": "Comm",
-    "step_time": "Step time",
-}
-
+from ..summary.compare import backends, merge, slow_ranks, top_items
+from .summary_table import SHORT, summary_table as render_table  # SHORT: captures.py's too
 
 def summary_dict(summary):
     ranks = []
@@ -27,7 +22,7 @@ def summary_dict(summary):
         ranks.append({
             "rank": r.rank, "backend": r.backend, "sources": r.sources,
             "step_time_us": breakdown.get("step_time"), "breakdown_us": breakdown,
-            "steps": r.steps,
+            "breakdown_basis": r.basis, "steps": r.steps,
             "top_kernels": [k.as_dict(kernel_total) for k in kernels],
             "kernel_total_us": kernel_total,
             "op_types": [t.as_dict(type_total) for t in types],
@@ -44,19 +39,29 @@ def summary_dict(summary):
 
 
 def _overall(summary):
-    breakdowns = [r.breakdown() for r in summary.ranks]
-    keys = [k for k in (*columns.STEP_COMPONENTS, "step_time") if any(k in b for b in breakdowns)]
-    overall = {"ranks": len(summary.ranks),
-               "breakdown_us": {k: statistics.fmean(b[k] for b in breakdowns if k in b)
-                                for k in keys}}
-    times = [b["step_time"] for b in breakdowns if "step_time" in b]
-    overall["step_time_us"] = statistics.fmean(times) if times else None
-    overall["max_step_time_us"] = max(times) if times else None
+    groups = backends(summary.ranks)
+    overall = {"ranks": len(summary.ranks), **_breakdown_over(summary.ranks)}
+    if len(groups) > 1:  # device and CPU timelines: no mean across them
+        overall.update(breakdown_us={}, step_time_us=None, max_step_time_us=None)
+        overall["by_backend"] = {b: {"ranks": sum(1 for r in summary.ranks if r.backend == b),
+                                     **_breakdown_over([r for r in summary.ranks
+                                                        if r.backend == b])}
+                                 for b in groups}
     for key, attribute in (("top_kernels", "kernels"), ("op_types", "op_types"),
                            ("top_ops", "ops")):
         items, whole = top_items(merge(summary.ranks, attribute), summary.top)
         overall[key] = [i.as_dict(whole) for i in items]
     return overall
+
+
+def _breakdown_over(rank_summaries):
+    breakdowns = [r.breakdown() for r in rank_summaries]
+    keys = [k for k in (*columns.STEP_COMPONENTS, "step_time") if any(k in b for b in breakdowns)]
+    times = [b["step_time"] for b in breakdowns if "step_time" in b]
+    return {"breakdown_us": {k: statistics.fmean(b[k] for b in breakdowns if k in b)
+                             for k in keys},
+            "step_time_us": statistics.fmean(times) if times else None,
+            "max_step_time_us": max(times) if times else None}
 
 
 def summary_json(summary):
@@ -86,6 +91,9 @@ def summary_csv(summary):
         writer.writerows(engine_steps.csv_rows(rank))
     for key, value in data["overall"]["breakdown_us"].items():
         writer.writerow(["breakdown", "all", "", "", "", key, value])
+    for backend, overall in sorted(data["overall"].get("by_backend", {}).items()):
+        for key, value in overall["breakdown_us"].items():  # several backends: each its own
+            writer.writerow(["breakdown", f"all {backend}", "", "", "", key, value])
     for section in ("top_kernels", "op_types", "top_ops"):
         _items(writer, section, "all", data["overall"][section])
     for slow in data["slow_ranks"]:
@@ -100,81 +108,6 @@ def _items(writer, section, rank, items):
             writer.writerow([section, rank, "", item["name"], item["type"] or "", key, item[key]])
 
 
-def summary_table(summary):
-    data = summary_dict(summary)
-    lines = [f"mindspeed-prof summary {data['directory']}"]
-    if data["ranks"]:
-        lines += ["", "Step time and breakdown (us, mean over profiled steps)"]
-        keys = ["step_time", *[k for k in columns.STEP_COMPONENTS
-                               if k in data["overall"]["breakdown_us"]]]
-        rows = [["RANK", "BACKEND", "STEPS", *[SHORT.get(k, k) for k in keys]]]
-        for rank in data["ranks"]:
-            rows.append([str(rank["rank"]), rank["backend"] or "-", str(len(rank["steps"])),
-                         *[_num(rank["breakdown_us"].get(k)) for k in keys]])
-        rows.append(["all", "", "", *[_num(data["overall"]["breakdown_us"].get(k))
-                                      for k in keys]])
-        lines += _table(rows)
-    lines += _requests_table(data["ranks"])
-    lines += engine_steps.table_lines(data["ranks"])
-    if len(data["slow_ranks"]) > 1:
-        lines += ["", "Slow ranks (deviation from the median step time)"]
-        rows = [["RANK", "STEP TIME", "DEVIATION", "EXPLAINED BY"]]
-        for slow in data["slow_ranks"]:
-            rows.append([str(slow["rank"]), _num(slow["step_time_us"]),
-                         f"{slow['deviation_us']:+.1f} ({slow['deviation_pct']:+.1f}%)",
-                         _cause(slow)])
-        lines += _table(rows)
-    for title, key in ((f"Top {data['top']} kernels (all ranks)", "top_kernels"),
-                       (f"Top {data['top']} op types (all ranks)", "op_types"),
-                       (f"Top {data['top']} torch operators by self time (all ranks)",
-                        "top_ops")):
-        items = data["overall"][key]
-        if not items:
-            continue
-        lines += ["", title]
-        rows = [["NAME", "TYPE", "TOTAL(us)", "COUNT", "MEAN(us)", "SHARE"]]
-        for item in items:
-            rows.append([item["name"][:60], (item["type"] or "")[:24], _num(item["total_us"]),
-                         str(item["count"]), _num(item["mean_us"]), f"{item['share_pct']:.1f}%"])
-        lines += _table(rows)
-    notes = [f"rank {r['rank']}: {n}" for r in data["ranks"] for n in r["notes"]]
-    notes += data["notes"]
-    if notes:
-        lines += [""] + ["note: " + n for n in notes]
-    return "\n".join(lines)
-
-
-def _requests_table(ranks):
-    """Inference: one line per request of every rank (latency, forwards, top operators)."""
-    rows = [["RANK", "REQUEST", "LATENCY(ms)", "FORWARDS", "PREFILL", "DECODE", "TOP OPERATORS"]]
-    for rank in ranks:
-        for row in rank["requests"]:
-            latency = row["latency_us"]
-            rows.append([str(rank["rank"]), str(row["request"]),
-                         "-" if latency is None else f"{latency / 1000:.2f}",
-                         *("-" if row[k] is None else str(row[k])
-                           for k in ("forwards", "prefill", "decode")),
-                         ", ".join(row["top_ops"]) + (" (whole capture)"
-                                                      if row["top_ops_of"] == "capture" else "")])
-    if len(rows) == 1:
-        return []
-    return ["", "Requests (inference: latency, forwards and top operators per request)",
-            *_table(rows)]
-
-
-def _cause(slow):
-    cause = slow["explained_by"]
-    if not cause:
-        return "-"
-    return f"{SHORT.get(cause, cause)} {slow['component_deltas_us'][cause]:+.1f} us vs median"
-
-
-def _num(value):
-    return "-" if value is None else f"{value:.1f}"
-
-
-def _table(rows):
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  ".join(c.rjust(widths[i]) if i and c[:1].isdigit() or c[:1] in "-+" and i
-                      else c.ljust(widths[i]) for i, c in enumerate(row)).rstrip()
-            for row in rows]
+def summary_table(summary, steps=False):
+    """The terminal table (``render/summary_table.py``); ``steps``: every step too."""
+    return render_table(summary_dict(summary), steps)

@@ -26,8 +26,22 @@ def merge(rank_summaries, attribute):
     return merged
 
 
+def backends(rank_summaries):
+    """The backends of the rows that have one (a row per (rank, backend))."""
+    return sorted({r.backend for r in rank_summaries if r.backend})
+
+
 def slow_ranks(rank_summaries):
-    """Ranks by mean step time, slowest first, with what sets each apart from the median."""
+    """Ranks by mean step time, slowest first, with what sets each apart from the median;
+    against each backend's own median when there are several (each entry then names it)."""
+    groups = backends(rank_summaries)
+    if len(groups) < 2:
+        return _slow_ranks(rank_summaries)
+    return [{**entry, "backend": backend} for backend in groups
+            for entry in _slow_ranks([r for r in rank_summaries if r.backend == backend])]
+
+
+def _slow_ranks(rank_summaries):
     timed = [(r, r.breakdown()) for r in rank_summaries if r.step_time is not None]
     if not timed:
         return []

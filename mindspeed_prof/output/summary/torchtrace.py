@@ -1,9 +1,11 @@
-"""Step durations and operator self times from a torch chrome trace (``*.pt.trace.json``).
+"""Step durations, their breakdown and operator self times from a torch chrome trace.
 
 Self time is an event's duration minus that of its direct children: the complete (``X``)
 events of one thread nest like a call tree. Traces list events in no guaranteed order
 (torch_npu writes children first, kineto mostly parents first), so each thread's events are
-kept in compact arrays (24 bytes each, not Python dicts) and sorted once at the end.
+kept in compact arrays (25 bytes each, not Python dicts) and sorted once at the end. The same
+arrays give each step's computing / communication / free time (``torchsteps.py``), in the
+one pass over the file.
 """
 
 from array import array
@@ -13,6 +15,7 @@ from .. import cache
 from ..read import jsonstream
 from ..read.errors import CorruptFile
 from ..read.tracescan import STEP_PREFIX, step_number, to_float
+from . import torchsteps
 
 # Annotations and Python frames wrap operators; they are kept as parents but are not operators.
 NOT_OPERATORS = ("python_function", "Trace", "user_annotation", "gpu_user_annotation")
@@ -25,13 +28,28 @@ class TraceSummary:
     events: int = 0
     steps: dict = field(default_factory=dict)  # N -> duration (us)
     ops: dict = field(default_factory=dict)  # name -> [self_us, count, category]
+    breakdown: dict = field(default_factory=dict)  # N -> {component: us} (torchsteps.py)
+    basis: str = ""  # which events the breakdown counts
+
+    def as_cached(self):
+        return {"events": self.events, "steps": list(self.steps.items()),
+                "ops": list(self.ops.items()), "breakdown": list(self.breakdown.items()),
+                "basis": self.basis}
+
+    @classmethod
+    def from_cached(cls, hit):
+        return cls(events=int(hit["events"]), steps={int(n): dur for n, dur in hit["steps"]},
+                   ops={name: list(v) for name, v in hit["ops"]},
+                   breakdown={int(n): dict(v) for n, v in hit["breakdown"]},
+                   basis=str(hit["basis"]))
 
 
 class _Thread:
-    __slots__ = ("ts", "dur", "name")
+    __slots__ = ("ts", "dur", "name", "kind")
 
     def __init__(self):
         self.ts, self.dur, self.name = array("d"), array("d"), array("l")
+        self.kind = array("b")  # torchsteps' OTHER / CPU_COMPUTE / ... per event
 
 
 KIND = "torch_summary"
@@ -39,20 +57,15 @@ KIND = "torch_summary"
 
 def remembered_summary(path):
     """``summarize_trace``, from the cache when it holds this file as it is now."""
-    return cache.remembered(
-        path, KIND, summarize_trace,
-        lambda summary: {"events": summary.events, "steps": list(summary.steps.items()),
-                         "ops": list(summary.ops.items())},
-        lambda hit: TraceSummary(events=int(hit["events"]),
-                                 steps={int(n): dur for n, dur in hit["steps"]},
-                                 ops={name: list(v) for name, v in hit["ops"]}),
-        CorruptFile)
+    return cache.remembered(path, KIND, summarize_trace, TraceSummary.as_cached,
+                            TraceSummary.from_cached, CorruptFile)
 
 
 def summarize_trace(path):
     """Read the whole trace (streamed); raises ``CorruptFile`` if it is not a complete trace."""
     summary = TraceSummary()
-    threads, ids, names, cats = {}, {}, [], []
+    threads, ids, names, cats, kinds = {}, {}, [], [], []
+    spans, device_spans = {}, {}  # N -> (ts, dur): the step on the CPU, on the device
     for batch in jsonstream.iter_event_batches(path):
         summary.events += len(batch)
         for event in batch:
@@ -66,26 +79,42 @@ def summarize_trace(path):
                 number = step_number(name)
                 if number is not None and not str(event.get("cat", "")).startswith("gpu"):
                     summary.steps.setdefault(number, dur)
+                    spans.setdefault(number, (ts, dur))
+                elif number is not None:  # CUDA repeats each step on the device's timeline
+                    device_spans.setdefault(number, (ts, dur))
             key = (event.get("pid"), event.get("tid"))
             thread = threads.get(key)
             if thread is None:
                 thread = threads[key] = _Thread()
-            name_id = ids.get(name)
+            category = str(event.get("cat", ""))
+            name_id = ids.get((name, category))
             if name_id is None:
-                name_id = ids[name] = len(names)
+                name_id = ids[(name, category)] = len(names)
                 names.append(name)
-                cats.append(str(event.get("cat", "")))
+                cats.append(category)
+                kinds.append(torchsteps.kind_of(name, category))
             thread.ts.append(ts)
             thread.dur.append(dur)
             thread.name.append(name_id)
+            thread.kind.append(kinds[name_id])
     totals = array("d", bytes(8 * len(names)))
     counts = array("l", bytes(array("l").itemsize * len(names)))
     for thread in threads.values():
         _self_times(thread, totals, counts)
+    first = {}  # an operator is known by its name, and by the category it first came with
     for name_id, name in enumerate(names):
-        if name.startswith(STEP_PREFIX) or cats[name_id] in NOT_OPERATORS:
+        category = first.setdefault(name, cats[name_id])
+        if name.startswith(STEP_PREFIX) or category in NOT_OPERATORS:
             continue
-        summary.ops[name] = [totals[name_id], counts[name_id], cats[name_id]]
+        entry = summary.ops.get(name)
+        if entry is None:
+            summary.ops[name] = [totals[name_id], counts[name_id], category]
+        else:
+            entry[0] += totals[name_id]
+            entry[1] += counts[name_id]
+    if spans:
+        summary.basis, summary.breakdown = torchsteps.breakdown(threads.values(), spans,
+                                                                device_spans)
     return summary
 
 

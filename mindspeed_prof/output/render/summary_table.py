@@ -1,0 +1,137 @@
+"""``summary``'s terminal table: every number with its unit in its column's header, what each
+breakdown was computed from, what each SHARE is a share of, and (``--steps``) every step."""
+
+from ..read import columns
+from ..summary import engine_steps
+
+SHORT = {
+    "Communication(Not Overlapped)": "Comm(NotOvl)",
+    "Communication(Not Overlapped and Exclude Receive)": "Comm(NotOvl,ExRecv)",
+    "Communication": "Comm",
+    "step_time": "Step time",
+}
+TOPS = (("top_kernels", "kernels", "of every kernel's time"),
+        ("op_types", "op types", "of every op type's time"),
+        ("top_ops", "torch operators by self time", "of every operator's self time"))
+
+
+def summary_table(data, steps=False):
+    """``data``: ``summary_dict``'s; ``steps``: add the per-step table (``--steps``)."""
+    lines = [f"mindspeed-prof summary {data['directory']}"]
+    if data["ranks"]:
+        keys = ["step_time", *[k for k in columns.STEP_COMPONENTS
+                               if any(k in r["breakdown_us"] for r in data["ranks"])]]
+        lines += ["", "Step time and breakdown per rank (mean over its profiled steps; Step "
+                      "time = Computing + Comm(NotOvl) + Free)"]
+        rows = [["RANK", "BACKEND", "STEPS", *[f"{SHORT.get(k, k)}(us)" for k in keys]]]
+        for rank in data["ranks"]:
+            rows.append([str(rank["rank"]), rank["backend"] or "-", str(len(rank["steps"])),
+                         *[_num(rank["breakdown_us"].get(k)) for k in keys]])
+        by_backend = data["overall"].get("by_backend")
+        for backend, overall in (sorted(by_backend.items()) if by_backend
+                                 else [("", data["overall"])]):
+            rows.append(["all", backend, "", *[_num(overall["breakdown_us"].get(k))
+                                               for k in keys]])
+        lines += _table(rows)
+        lines += _bases(data["ranks"])
+        if steps:
+            lines += _steps_table(data["ranks"], keys)
+    lines += _requests_table(data["ranks"])
+    lines += engine_steps.table_lines(data["ranks"])
+    if len(data["slow_ranks"]) > 1:
+        mixed = any("backend" in s for s in data["slow_ranks"])
+        lines += ["", "Slow ranks (deviation from the median step time"
+                  + (" of the same backend)" if mixed else ")")]
+        rows = [["RANK", *(["BACKEND"] if mixed else []), "STEP TIME(us)", "DEVIATION(us)",
+                 "EXPLAINED BY"]]
+        for slow in data["slow_ranks"]:
+            rows.append([str(slow["rank"]), *([slow["backend"]] if mixed else []),
+                         _num(slow["step_time_us"]),
+                         f"{slow['deviation_us']:+.1f} ({slow['deviation_pct']:+.1f}%)",
+                         _cause(slow)])
+        lines += _table(rows)
+    for key, what, whole in TOPS:
+        items = data["overall"][key]
+        if not items:
+            continue
+        lines += ["", f"Top {data['top']} {what} (all ranks; SHARE = % {whole}, all ranks, "
+                      f"listed or not)"]
+        rows = [["NAME", "TYPE", "TOTAL(us)", "COUNT", "MEAN(us)", "SHARE(%)"]]
+        for item in items:
+            rows.append([item["name"][:60], (item["type"] or "")[:24], _num(item["total_us"]),
+                         str(item["count"]), _num(item["mean_us"]), f"{item['share_pct']:.1f}%"])
+        lines += _table(rows)
+    notes = [f"rank {r['rank']}: {n}" for r in data["ranks"] for n in r["notes"]]
+    notes += data["notes"]
+    if notes:
+        lines += [""] + ["note: " + n for n in notes]
+    return "\n".join(lines)
+
+
+def _bases(ranks):
+    """Where each backend's breakdown comes from, once per basis."""
+    seen = {}
+    for rank in ranks:
+        if rank.get("breakdown_basis"):
+            seen.setdefault((rank["backend"], rank["breakdown_basis"]), []).append(rank["rank"])
+    if not seen:
+        return []
+    return ["breakdown from: " + "; ".join(
+        f"{backend} rank(s) {_ranks(found)}: {basis}" if len(seen) > 1 else f"{basis}"
+        for (backend, basis), found in seen.items())]
+
+
+def _steps_table(ranks, keys):
+    """``--steps``: one line per profiled step of every rank."""
+    devices = any(step.get("device") is not None for rank in ranks for step in rank["steps"])
+    rows = [["RANK", "BACKEND", "STEP", *(["DEVICE"] if devices else []),
+             *[f"{SHORT.get(k, k)}(us)" for k in keys]]]
+    for rank in ranks:
+        for step in rank["steps"]:
+            rows.append([str(rank["rank"]), rank["backend"] or "-",
+                         "-" if step["step"] is None else str(step["step"]),
+                         *([_num(step.get("device"), "d")] if devices else []),
+                         *[_num(step.get(k)) for k in keys]])
+    if len(rows) == 1:
+        return []
+    return ["", "Per step (every profiled step of every rank)", *_table(rows)]
+
+
+def _requests_table(ranks):
+    """Inference: one line per request of every rank (latency, forwards, top operators)."""
+    rows = [["RANK", "REQUEST", "LATENCY(ms)", "FORWARDS", "PREFILL", "DECODE", "TOP OPERATORS"]]
+    for rank in ranks:
+        for row in rank["requests"]:
+            latency = row["latency_us"]
+            rows.append([str(rank["rank"]), str(row["request"]),
+                         "-" if latency is None else f"{latency / 1000:.2f}",
+                         *("-" if row[k] is None else str(row[k])
+                           for k in ("forwards", "prefill", "decode")),
+                         ", ".join(row["top_ops"]) + (" (whole capture)"
+                                                      if row["top_ops_of"] == "capture" else "")])
+    if len(rows) == 1:
+        return []
+    return ["", "Requests (inference: latency, forwards and top operators per request)",
+            *_table(rows)]
+
+
+def _cause(slow):
+    cause = slow["explained_by"]
+    if not cause:
+        return "-"
+    return f"{SHORT.get(cause, cause)} {slow['component_deltas_us'][cause]:+.1f} us vs median"
+
+
+def _ranks(numbers):
+    return ",".join(str(n) for n in numbers)
+
+
+def _num(value, form=".1f"):
+    return "-" if value is None else format(value, form)
+
+
+def _table(rows):
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.rjust(widths[i]) if i and c[:1].isdigit() or c[:1] in "-+" and i
+                      else c.ljust(widths[i]) for i, c in enumerate(row)).rstrip()
+            for row in rows]
