@@ -54,6 +54,7 @@ def build_cases(root):
     samples.two_ranks(with_manifest)
     samples.write_manifest(with_manifest, 0, selected_ranks=[0, 1, 2])
     torch_trace(case("torch"), rank=0)
+    _issue_19_cases(case)
     base = samples.npu_capture(tempfile.mkdtemp(dir=root), 0)
     files = sorted(os.path.relpath(os.path.join(d, f), base) for d, _, fs in os.walk(base)
                    for f in fs)
@@ -85,6 +86,36 @@ def build_cases(root):
             gzip.open(os.path.join(target, trace + ".gz"), "wb") as dst:
         shutil.copyfileobj(src, dst)
     return cases
+
+
+def _issue_19_cases(case):
+    """What issue 19 changed on purpose: two jobs in one save path (the newer on fewer ranks),
+    a db open elsewhere (an empty -wal, a -shm) or missing tables, two backends on one rank."""
+    import sqlite3
+
+    from output_fixtures import samples
+    from output_fixtures.torch_traces import torch_trace
+
+    runs = case("two_runs_fewer_ranks")
+    start = 1_700_000_000 * 10**9
+    for run_id, ranks, started in (("job-a", (0, 1), start), ("job-b", (0,), start + 10**11)):
+        for rank in ranks:
+            trace = torch_trace(os.path.join(runs, run_id), rank=rank, start=2, end=4)
+            samples.write_run_manifest(runs, rank, run_id, started, [trace],
+                                       selected_ranks=list(ranks))
+    database = os.path.join(samples.db_capture(case("db_open_elsewhere"), 0), samples.OUTPUT,
+                            "ascend_pytorch_profiler_0.db")
+    open(database + "-wal", "wb").close()
+    with open(database + "-shm", "wb") as handle:
+        handle.write(bytes(32768))
+    database = os.path.join(samples.db_capture(case("db_tables_dropped"), 0), samples.OUTPUT,
+                            "ascend_pytorch_profiler_0.db")
+    db = sqlite3.connect(database)
+    db.executescript("DROP TABLE TASK; DROP TABLE META_DATA;")
+    db.close()
+    both = case("two_backends")
+    samples.npu_capture(both, 0)
+    torch_trace(both, rank=0)
 
 
 def _copy(base, target):

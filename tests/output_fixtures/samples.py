@@ -167,3 +167,23 @@ def write_manifest(parent, rank, **fields):
     with open(path, "w") as handle:
         json.dump(data, handle, indent=2)
     return path
+
+
+def write_run_manifest(parent, rank, run_id, started_ns, files, **fields):
+    """One job's manifest for ``rank`` (the plain name when free, else the job's own, as
+    mindspeed_prof.manifest claims it), listing ``files`` (paths under ``parent``)."""
+    import time
+
+    parent = str(parent)
+    name = f"profile_manifest_rank{rank}.json"
+    if os.path.exists(os.path.join(parent, name)):
+        name = f"profile_manifest_rank{rank}.{run_id}.json"
+    data = {"schema": 1, "tool": "mindspeed_prof", "rank": rank, "world_size": 2,
+            "hostname": "node", "pid": 100 + rank, "run_id": run_id, "selected_ranks": [rank],
+            "backend": "torch", "config": {}, "windows": [], "status": "complete",
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started_ns / 1e9)),
+            "started_ns": started_ns,
+            "files": [os.path.relpath(str(f), parent) for f in files], **fields}
+    with open(os.path.join(parent, name), "w") as handle:
+        json.dump(data, handle, indent=2)
+    return os.path.join(parent, name)

@@ -13,6 +13,7 @@ import pytest
 
 from helpers.cli import rank_entry, run_cli, run_cli_json
 from helpers.traces import manifest, torch_traces
+from output_fixtures import samples
 from output_fixtures.torch_traces import torch_trace
 
 JOB = textwrap.dedent("""
@@ -131,16 +132,7 @@ def test_a_run_id_that_no_manifest_has_is_a_usage_error_listing_the_runs(fewer_r
 
 def write_run(save, rank, run_id, started_ns, trace, **fields):
     """A manifest of ``run_id`` for ``rank`` listing ``trace`` (written as a job would)."""
-    name = f"profile_manifest_rank{rank}.{run_id}.json" if (
-        save / f"profile_manifest_rank{rank}.json").exists() else \
-        f"profile_manifest_rank{rank}.json"
-    data = {"schema": 1, "tool": "mindspeed_prof", "rank": rank, "world_size": 2,
-            "hostname": "node", "pid": 100 + rank,
-            "run_id": run_id, "selected_ranks": fields.pop("selected_ranks", [rank]),
-            "backend": "torch", "config": {}, "windows": [], "status": "complete",
-            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started_ns / 1e9)),
-            "started_ns": started_ns, "files": [os.path.relpath(trace, save)], **fields}
-    (save / name).write_text(json.dumps(data))
+    samples.write_run_manifest(save, rank, run_id, started_ns, [trace], **fields)
 
 
 def test_manifests_without_a_shared_run_id_are_split_into_jobs_by_when_they_started(tmp_path,
