@@ -160,6 +160,9 @@ def _oddities():
 
 WORKER = r"""
 import contextlib, io, json, os, sys
+import mindspeed_prof
+assert os.path.dirname(os.path.dirname(os.path.abspath(mindspeed_prof.__file__))) == os.getcwd(), (
+    "the readers compared must be the checkout's own", mindspeed_prof.__file__)
 from mindspeed_prof.cli import main
 cases, commands, mode, out = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
 if mode == "cached":
@@ -187,8 +190,11 @@ with open(out, "w") as handle:
 def run_readers(checkout, cases, mode, out, cache_dir):
     env = dict(os.environ, PYTHONPATH=checkout, MINDSPEED_PROF_CACHE=cache_dir if mode ==
                "cached" else "off")
+    # cwd: `python -c` puts the working directory first on sys.path, ahead of PYTHONPATH; run
+    # from this checkout's root (as `-m benchmarks.compare_readers` is), both sides would
+    # import this checkout's readers and compare them with themselves
     subprocess.run([sys.executable, "-c", WORKER, json.dumps(cases), json.dumps(COMMANDS), mode,
-                    out], env=env, check=True)
+                    out], env=env, check=True, cwd=checkout)
     with open(out) as handle:
         return json.load(handle)
 
