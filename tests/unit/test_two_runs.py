@@ -130,6 +130,12 @@ def test_a_run_id_that_no_manifest_has_is_a_usage_error_listing_the_runs(fewer_r
     assert "run job-a (started" in err and "run job-b (started" in err
 
 
+def test_run_on_a_folder_without_manifests_is_a_usage_error(tmp_path, capsys):
+    torch_trace(tmp_path, rank=0)
+    code, _, err = run_cli(capsys, "summary", tmp_path, "--run", "job-a")
+    assert code == 2 and "no readable profile_manifest_rank*.json here" in err
+
+
 def write_run(save, rank, run_id, started_ns, trace, **fields):
     """A manifest of ``run_id`` for ``rank`` listing ``trace`` (written as a job would)."""
     samples.write_run_manifest(save, rank, run_id, started_ns, [trace], **fields)

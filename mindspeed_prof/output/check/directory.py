@@ -41,9 +41,9 @@ def check_directory(path: "str | os.PathLike[str]", expected_ranks: Optional[Ite
     report = Report(directory=found.root)
     report.warnings.extend(found.notes)
     manifests = _manifests(found, report, run)
-    for run in found.runs:
-        if run.rank is None:
-            rank_from_manifests(run, manifests)
+    for capture in found.runs:
+        if capture.rank is None:
+            rank_from_manifests(capture, manifests)
     expected = _expected(manifests) if expected_ranks is None else set(expected_ranks)
     report.expected_ranks = sorted(expected)
     runs = found.runs
@@ -61,16 +61,16 @@ def check_directory(path: "str | os.PathLike[str]", expected_ranks: Optional[Ite
                                     else share.takes_unranked)]
     read_ahead = _read_files(runs)
     by_rank: dict = {}
-    for run in runs:
-        manifest = manifests.get(run.rank)
-        chosen = manifest_window(run, manifest)
-        checked = check_run(run, _window(run, chosen), _config(manifest), read_ahead,
+    for capture in runs:
+        manifest = manifests.get(capture.rank)
+        chosen = manifest_window(capture, manifest)
+        checked = check_run(capture, _window(capture, chosen), _config(manifest), read_ahead,
                             _kept(chosen))
         checked.trigger = capturecheck.reason_line(chosen, manifest)
-        if run.rank is None:
+        if capture.rank is None:
             report.unranked.append(checked)
         else:
-            by_rank.setdefault(run.rank, []).append(checked)
+            by_rank.setdefault(capture.rank, []).append(checked)
     ranks = expected if expected_ranks is not None else set(by_rank) | expected
     if share is not None:
         ranks = ranks & set(report.covered or ())

@@ -96,6 +96,9 @@ def choose(manifests, run: Optional[str] = None) -> Runs:
     runs = group(manifests)
     result = Runs(asked=run)
     if not runs:
+        if run is not None:
+            raise ConfigError(f"--run {run}: no readable profile_manifest_rank*.json here, so "
+                              f"no run to pick; leave out --run.")
         return result
     if run is None:
         judged = runs[-1]
@@ -115,6 +118,11 @@ def choose(manifests, run: Optional[str] = None) -> Runs:
     for other in result.others:
         result.left_out.extend(other.manifests)
     return result
+
+
+def newest_per_rank(manifests) -> Runs:
+    """``choose(manifests)``: the newest run's manifest per rank (the name older readers use)."""
+    return choose(manifests)
 
 
 def group(manifests) -> List[JobRun]:

@@ -10,7 +10,8 @@ import statistics
 from ..read import columns
 from ..summary import engine_steps
 from ..summary.compare import backends, merge, slow_ranks, top_items
-from .summary_table import SHORT, summary_table as render_table  # SHORT: captures.py's too
+from .summary_table import SHORT  # noqa: F401 - the other renderers' names for components
+from .summary_table import summary_table as render_table
 
 def summary_dict(summary):
     ranks = []
