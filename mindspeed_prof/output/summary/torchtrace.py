@@ -86,13 +86,14 @@ def summarize_trace(path):
             thread = threads.get(key)
             if thread is None:
                 thread = threads[key] = _Thread()
-            category = str(event.get("cat", ""))
-            name_id = ids.get((name, category))
+            name_id = ids.get(name)
             if name_id is None:
-                name_id = ids[(name, category)] = len(names)
+                name_id = ids[name] = len(names)
                 names.append(name)
-                cats.append(category)
-                kinds.append(torchsteps.kind_of(name, category))
+                cats.append(str(event.get("cat", "")))
+                # by the name's first category, as its operator is: a name that changes
+                # category is a CUDA step annotation's (kind OTHER either way)
+                kinds.append(torchsteps.kind_of(name, cats[-1]))
             thread.ts.append(ts)
             thread.dur.append(dur)
             thread.name.append(name_id)
@@ -101,17 +102,10 @@ def summarize_trace(path):
     counts = array("l", bytes(array("l").itemsize * len(names)))
     for thread in threads.values():
         _self_times(thread, totals, counts)
-    first = {}  # an operator is known by its name, and by the category it first came with
     for name_id, name in enumerate(names):
-        category = first.setdefault(name, cats[name_id])
-        if name.startswith(STEP_PREFIX) or category in NOT_OPERATORS:
+        if name.startswith(STEP_PREFIX) or cats[name_id] in NOT_OPERATORS:
             continue
-        entry = summary.ops.get(name)
-        if entry is None:
-            summary.ops[name] = [totals[name_id], counts[name_id], category]
-        else:
-            entry[0] += totals[name_id]
-            entry[1] += counts[name_id]
+        summary.ops[name] = [totals[name_id], counts[name_id], cats[name_id]]
     if spans:
         summary.basis, summary.breakdown = torchsteps.breakdown(threads.values(), spans,
                                                                 device_spans)
