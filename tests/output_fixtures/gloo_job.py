@@ -4,8 +4,8 @@
 
 Two processes join a gloo group on 127.0.0.1 (a free port) and run 3 profiled steps. Each step
 computes, all-reduces blocking (the caller waits: exposed communication), then starts an
-all-reduce and computes while it runs on gloo's worker thread (overlapped communication)
-before waiting for it. The traces are named as the torch backend names them (layout.py).
+all-reduce and computes until it has completed on gloo's worker thread (overlapped
+communication). The traces are named as the torch backend names them (layout.py).
 """
 
 import os
@@ -37,7 +37,9 @@ def _rank(rank, world, port, out):
         y = x @ x
         dist.all_reduce(grads)  # blocking: nothing computes meanwhile
         pending = dist.all_reduce(grads, async_op=True)
-        for _ in range(6):  # computes while gloo's thread reduces
+        for _ in range(2):
+            y = y @ x
+        while not pending.is_completed():  # computes for as long as gloo's thread reduces
             y = y @ x
         pending.wait()
         prof.step()
