@@ -171,3 +171,27 @@ def test_a_torch_trace_and_an_npu_capture_of_one_rank_get_a_row_each(tmp_path, c
     _, out, _ = run_cli(capsys, "summary", tmp_path)
     assert [line.split()[:2] for line in out.splitlines() if line.startswith("all")] == [
         ["all", "npu"], ["all", "torch"]]
+
+
+def test_plot_draws_a_bar_per_backend_of_a_rank(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from mindspeed_prof.output.render import plot
+
+    samples.npu_capture(tmp_path, 0)
+    torch_trace(tmp_path, rank=0)
+    drawn = []
+    real = plot.plot_breakdown
+
+    def spy(summary, path):
+        import matplotlib.axes
+
+        original = matplotlib.axes.Axes.bar
+        monkeypatch.setattr(matplotlib.axes.Axes, "bar",
+                            lambda self, x, *a, **k: drawn.append(list(x)) or original(
+                                self, x, *a, **k))
+        return real(summary, path)
+
+    monkeypatch.setattr(plot, "plot_breakdown", spy)
+    code, out, _ = run_cli(capsys, "summary", tmp_path, "--plot", tmp_path / "steps.png")
+    assert code == 0 and (tmp_path / "steps.png").stat().st_size > 0
+    assert drawn and all(labels == ["0 npu", "0 torch"] for labels in drawn)

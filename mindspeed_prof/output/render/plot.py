@@ -23,7 +23,9 @@ def plot_breakdown(summary, path):
     ranks = [r for r in summary.ranks if r.step_time is not None]
     if not ranks:
         return None  # the caller says so; no data is not a usage error
-    labels = [str(r.rank) for r in ranks]
+    # a rank with captures of both backends has a row each: one bar each, never stacked on one
+    mixed = len({r.backend for r in ranks}) > 1
+    labels = [f"{r.rank} {r.backend}" if mixed else str(r.rank) for r in ranks]
     breakdowns = [r.breakdown() for r in ranks]
     figure, axes = plt.subplots(figsize=(max(4.0, 0.5 * len(ranks) + 2), 4))
     bottoms = [0.0] * len(ranks)
