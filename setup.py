@@ -41,6 +41,9 @@ TEST_COMMON = [
     "hypercorn",
     "pyzmq",
     "msgpack",
+    # megatron-core's attention calls einops.rearrange; the wheel imports it optionally (a
+    # clean 3.12 leg without it crashed every dynamic-engine forward with a None call)
+    "einops",
 ]
 
 

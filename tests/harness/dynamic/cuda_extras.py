@@ -20,6 +20,7 @@ spawned coordinator nothing is needed: it computes nothing on a device).
 """
 
 import collections
+import importlib.util
 import sys
 import threading
 import time
@@ -82,6 +83,11 @@ def install():
     """``cpu_shim.install()``, then the dynamic engine's fixes (see the module docstring)."""
     if getattr(torch, _INSTALLED_FLAG, False):
         return
+    if importlib.util.find_spec("einops") is None:
+        # megatron-core imports einops optionally and its attention then calls None: say so
+        # here instead of "'NoneType' object is not callable" deep in the first forward
+        raise RuntimeError("the dynamic engine's attention needs einops: pip install einops "
+                           "(setup.py's test extras list it)")
     from harness import cpu_shim
 
     from . import flash_standin
