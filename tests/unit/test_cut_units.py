@@ -74,6 +74,11 @@ def test_an_rl_window_ended_early_is_cut_and_keeps_the_steps_it_recorded(tmp_pat
     code, entry = verdict(capsys, save)
     assert code == 1 and entry["verdict"] == "cut"
     assert any("window of RL steps 2-5 cut short" in p for p in entry["problems"])
+    # every verdict, the cut capture's own included, counts in the role's words
+    texts = [t for r in [entry, *entry["runs"]] for t in r["problems"] + r["warnings"]]
+    assert not [t for t in texts if "iteration" in t], texts
+    if how == "sigterm":
+        assert any("RL step 3 cut mid-way" in t for r in entry["runs"] for t in r["problems"])
 
 
 def test_an_rl_process_killed_inside_its_window_is_cut_not_valid(tmp_path, capsys):

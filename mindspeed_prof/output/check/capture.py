@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from ...layout import ASCEND_OUTPUT_DIR
+from ...units import ITERATION, Unit
 from ..read import logscan, sqlitecheck
 from ..read.csvtable import normalise
 from . import expect
@@ -20,6 +21,7 @@ class Kept:
     in_progress: Optional[int] = None  # begun, not ended, when the window was cut (partial step)
     never_ran: Optional[int] = None  # a step the profiler opened for an iteration that never ran
     cut: Optional[str] = None  # how the run ended inside the window, when it did
+    unit: Unit = ITERATION  # what the window counted (requests, RL steps...): the verdict's words
 
 RAW_DIRS = ("FRAMEWORK",)
 RAW_PREFIX = "PROF_"
@@ -60,10 +62,11 @@ def check_run(run, window=None, config=None, checked=None, kept=None):
 
 
 def _cut_text(window, kept):
-    what = (f"iterations {_ranges(sorted(kept.recorded))} recorded" if kept.recorded
-            else "no iteration recorded to its end")
+    unit = kept.unit
+    what = (f"{unit.plural} {_ranges(sorted(kept.recorded))} recorded" if kept.recorded
+            else f"no {unit.name} recorded to its end")
     if kept.in_progress is not None:
-        what += f", iteration {kept.in_progress} cut mid-way (its ProfilerStep is partial)"
+        what += f", {unit.name} {kept.in_progress} cut mid-way (its ProfilerStep is partial)"
     shown = f" [{window[0]}, {window[1]})" if window and window[1] != -1 else ""
     return f"window{shown} cut short ({kept.cut}): {what}"
 
@@ -99,7 +102,7 @@ def _window_steps(report, kept=None):
     window = f"[{start}, {end})" if end != -1 else f"[{start}, end of training)"
     if kept is not None and kept.never_ran in steps:
         steps.discard(kept.never_ran)
-        report.warnings.append(f"ProfilerStep#{kept.never_ran} was opened for iteration "
+        report.warnings.append(f"ProfilerStep#{kept.never_ran} was opened for {kept.unit.name} "
                                f"{kept.never_ran}, which never ran (the loop ended after "
                                f"{kept.never_ran - 1}); leave it out of step statistics")
     if kept is not None:

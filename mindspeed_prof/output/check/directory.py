@@ -9,6 +9,7 @@ import os
 from typing import Any, Iterable, Optional
 
 from ...errors import ConfigError
+from ...units import ITERATION, UNITS
 from .. import parallel
 from ..progress import Progress
 from ..read import discover as discovery
@@ -65,7 +66,7 @@ def check_directory(path: "str | os.PathLike[str]", expected_ranks: Optional[Ite
         manifest = manifests.get(capture.rank)
         chosen = manifest_window(capture, manifest)
         checked = check_run(capture, _window(capture, chosen), _config(manifest), read_ahead,
-                            _kept(chosen))
+                            _kept(chosen, manifest))
         checked.trigger = capturecheck.reason_line(chosen, manifest)
         if capture.rank is None:
             report.unranked.append(checked)
@@ -148,7 +149,13 @@ def _window(run, chosen):
     return run.window
 
 
-def _kept(chosen):
+def _unit(data):
+    """What a manifest's windows count (its ``unit``), iterations when it does not say."""
+    name = data.get("unit") if isinstance(data, dict) else None
+    return UNITS.get(name, ITERATION) if isinstance(name, str) else ITERATION
+
+
+def _kept(chosen, manifest=None):
     """What the window recorded, when its manifest says (older manifests may not)."""
     if chosen is None or not isinstance(chosen.get("iterations_recorded"), list):
         return None
@@ -158,7 +165,8 @@ def _kept(chosen):
     return Kept(recorded=tuple(_ints(chosen["iterations_recorded"])),
                 in_progress=in_progress if _is_int(in_progress) else None,
                 never_ran=never_ran if _is_int(never_ran) else None,
-                cut=str(how) if cut else None)
+                cut=str(how) if cut else None,
+                unit=_unit(manifest.data if manifest is not None else None))
 
 
 def _is_int(value):
@@ -242,9 +250,8 @@ def _planned_windows(rank_report, data):
     while the window is not. A window left cut, left running by a process that never said how
     it ended, or with units whose session was refused is not the window that was asked for."""
     planned = data.get("planned") if isinstance(data.get("planned"), list) else []
-    unit = str(data.get("unit") or "unit")
-    plural = {"iteration": "iterations", "request": "requests", "RL step": "RL steps",
-              "engine step": "engine steps"}.get(unit, unit + "s")
+    words = _unit(data)
+    unit, plural = words.name, words.plural
     for entry in planned:
         if not isinstance(entry, dict):
             continue
