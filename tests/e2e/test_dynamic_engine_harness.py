@@ -9,37 +9,16 @@ stopping the server leaves no process and no port behind. Tokens always equal a 
 forward of the same model, so the stand-ins (flash-attn, CUDA) compute the real thing.
 """
 
-import importlib.metadata
-import importlib.util
-import os
 import signal
 import time
 
 import pytest
 
 from harness.dynamic import launch
+from harness.dynamic.marks import (CHECKOUT, MISSING as _MISSING, MODULE_MARKS,
+                                   needs_server_deps, real_tool_only)
 
-try:
-    from packaging.version import Version
-
-    _CORE = Version(importlib.metadata.version("megatron-core"))
-except (ImportError, importlib.metadata.PackageNotFoundError):
-    _CORE = None
-
-_TOO_OLD = _CORE is None or _CORE < Version("0.19")
-pytestmark = [
-    pytest.mark.current_megatron,
-    pytest.mark.e2e,
-    pytest.mark.skipif(_TOO_OLD, reason=f"the dynamic engine harness needs megatron-core >= 0.19 "
-                                        f"(found {_CORE or 'none'}): the Python 3.12 leg"),
-]
-
-SERVER_DEPS = ("quart", "hypercorn", "zmq", "msgpack")
-_MISSING = [name for name in SERVER_DEPS if importlib.util.find_spec(name) is None]
-# Only where megatron-core is new enough, so an old leg reports the version, not the deps.
-needs_server_deps = pytest.mark.skipif(
-    bool(_MISSING) and not _TOO_OLD, reason=f"the dynamic server needs {', '.join(_MISSING)}: "
-                                            "pip install quart hypercorn pyzmq msgpack")
+pytestmark = MODULE_MARKS
 
 
 def offline(tmp_path, *args, nproc=1):
@@ -152,15 +131,6 @@ def _proc(pid):
         ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
     with open(f"/proc/{pid}/cmdline") as handle:
         return {"ppid": ppid, "cmdline": handle.read().replace("\0", " ")}
-
-
-CHECKOUT = os.environ.get("MEGATRON_LM_PATH")
-REAL_TOOL = bool(CHECKOUT) and os.path.exists(
-    os.path.join(CHECKOUT, "tools", "run_dynamic_text_generation_server.py"))
-real_tool_only = pytest.mark.skipif(
-    not REAL_TOOL, reason="opt-in real tier: set MEGATRON_LM_PATH to a Megatron-LM 0.19 checkout "
-                          "(git worktree add DIR core_v0.19.0; pip install six regex pydantic "
-                          "einops)")
 
 
 def _start(kind, folder):

@@ -10,8 +10,6 @@ is ``tests/harness/dynamic`` (FACTS.md there); ``serve_dynamic.py``'s reports sa
 did, step by step, independently of the profiler.
 """
 
-import importlib.metadata
-import importlib.util
 import json
 import os
 import signal
@@ -23,30 +21,11 @@ from harness.dynamic import launch
 from helpers.e2e import check, verdicts
 from helpers.traces import manifest, step_ids, torch_traces
 
-try:
-    from packaging.version import Version
+from harness.dynamic.marks import (CHECKOUT, MISSING as _MISSING, MODULE_MARKS,
+                                   needs_server_deps, real_tool_only)
 
-    _CORE = Version(importlib.metadata.version("megatron-core"))
-except (ImportError, importlib.metadata.PackageNotFoundError):
-    _CORE = None
-
-_TOO_OLD = _CORE is None or _CORE < Version("0.19")
-pytestmark = [
-    pytest.mark.current_megatron,
-    pytest.mark.e2e,
-    pytest.mark.skipif(_TOO_OLD, reason=f"the dynamic engine needs megatron-core >= 0.19 "
-                                        f"(found {_CORE or 'none'}): the Python 3.12 leg"),
-]
-_MISSING = [n for n in ("quart", "hypercorn", "zmq", "msgpack") if importlib.util.find_spec(n) is None]
-needs_server_deps = pytest.mark.skipif(
-    bool(_MISSING) and not _TOO_OLD, reason=f"the dynamic server needs {', '.join(_MISSING)}: "
-                                            "pip install quart hypercorn pyzmq msgpack")
+pytestmark = MODULE_MARKS
 LAUNCHER = ("-m", "mindspeed_prof.launch")
-CHECKOUT = os.environ.get("MEGATRON_LM_PATH")
-REAL_TOOL = bool(CHECKOUT) and os.path.exists(
-    os.path.join(CHECKOUT, "tools", "run_dynamic_text_generation_server.py"))
-real_tool_only = pytest.mark.skipif(
-    not REAL_TOOL, reason="opt-in real tier: set MEGATRON_LM_PATH to a Megatron-LM 0.19 checkout")
 
 
 def profile(save, *extra):
