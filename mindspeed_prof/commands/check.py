@@ -10,6 +10,8 @@ node's share of the ranks is checked; ``--report`` writes it, with its summary n
 from mindspeed_prof import ranks
 from mindspeed_prof.errors import ConfigError
 
+from .reading import add_run_and_cache, run_reader
+
 HELP = ("Check every rank's profiler output under DIR: valid, cut (the run ended inside the "
         "window), not stopped, unparsed, incomplete, corrupt or missing.")
 
@@ -22,9 +24,6 @@ def add_arguments(parser):
                         help="Ranks that must be there (0 2 5, 0-7); default: those the "
                              "manifests expect, plus every rank found.")
     parser.add_argument("--json", action="store_true", help="Machine-readable output.")
-    parser.add_argument("--run", metavar="ID", default=None,
-                        help="When several jobs wrote into DIR: judge the run with this run id "
-                             "(as the warning lists them) instead of the newest.")
     parser.add_argument("--node", metavar="I/N", default=None,
                         help="Check only node I's share of N (0-based; the ranks split into N "
                              "contiguous runs, as launchers number them): one task per node "
@@ -35,9 +34,7 @@ def add_arguments(parser):
                              "mergeable JSON report ('{node}' in FILE: the node's index); "
                              "`mindspeed-prof merge FILE...` gives the job's verdict and "
                              "summary.")
-    parser.add_argument("--no-cache", action="store_true",
-                        help="Read every file again, ignoring what an earlier check/summary of "
-                             "the same unchanged files remembered (MINDSPEED_PROF_CACHE).")
+    add_run_and_cache(parser, "judge")
 
 
 def expected_ranks(tokens):
@@ -55,16 +52,10 @@ def expected_ranks(tokens):
 
 
 def run(args):
-    from mindspeed_prof.output.deps import as_usage_error
-
-    with as_usage_error():  # a reader's parser not importable: exit 2 naming it, no verdict
-        return _run(args)
+    return run_reader(args, _run)
 
 
 def _run(args):
-    if args.no_cache:
-        from mindspeed_prof.output import cache
-        cache.disable()
     from mindspeed_prof.output.check.directory import check_directory
     from mindspeed_prof.output.render.check import check_json, check_table
     from mindspeed_prof.output.read.roles import role_roots

@@ -14,6 +14,8 @@ import sys
 
 from mindspeed_prof.errors import ConfigError
 
+from .reading import add_run_and_cache, run_reader
+
 HELP = "Summarise every rank's profile under DIR: step-time breakdown, top kernels, slow ranks."
 
 
@@ -27,12 +29,7 @@ def add_arguments(parser):
     form.add_argument("--json", action="store_true", help="Machine-readable JSON.")
     form.add_argument("--csv", action="store_true",
                       help="Long-format CSV: section,rank,step,name,type,metric,value.")
-    parser.add_argument("--run", metavar="ID", default=None,
-                        help="When several jobs wrote into DIR: summarise the run with this run "
-                             "id (as the note lists them) instead of the newest.")
-    parser.add_argument("--no-cache", action="store_true",
-                        help="Read every file again, ignoring what an earlier check/summary of "
-                             "the same unchanged files remembered (MINDSPEED_PROF_CACHE).")
+    add_run_and_cache(parser, "summarise")
     parser.add_argument("--steps", action="store_true",
                         help="Also list every profiled step of every rank (the table; --json "
                              "and --csv always hold them).")
@@ -42,16 +39,10 @@ def add_arguments(parser):
 
 
 def run(args):
-    from mindspeed_prof.output.deps import as_usage_error
-
-    with as_usage_error():  # a reader's parser not importable: exit 2 naming it, no verdict
-        return _run(args)
+    return run_reader(args, _run)
 
 
 def _run(args):
-    if args.no_cache:
-        from mindspeed_prof.output import cache
-        cache.disable()
     from mindspeed_prof.output.render import memory as render_memory
     from mindspeed_prof.output.render import summary as render_summary
     from mindspeed_prof.output.summary.memory import summarize_memory

@@ -1,0 +1,24 @@
+"""What the commands that read a save path (check, summary) share: the options that choose
+what is read, and how a run of theirs starts (the readers' parsers checked, the cache)."""
+
+
+def add_run_and_cache(parser, verb: str) -> None:
+    """``--run ID`` (``verb``: "judge", "summarise") and ``--no-cache``."""
+    parser.add_argument("--run", metavar="ID", default=None,
+                        help=f"When several jobs wrote into DIR: {verb} the run with this run "
+                             f"id (as check and summary name them) instead of the newest.")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="Read every file again, ignoring what an earlier check/summary of "
+                             "the same unchanged files remembered (MINDSPEED_PROF_CACHE).")
+
+
+def run_reader(args, body) -> int:
+    """``body(args)``, with a reader's missing parser an exit-2 usage error naming it (no
+    verdict) and the cache off under ``--no-cache``."""
+    from mindspeed_prof.output.deps import as_usage_error
+
+    with as_usage_error():
+        if args.no_cache:
+            from mindspeed_prof.output import cache
+            cache.disable()
+        return body(args)
