@@ -101,9 +101,10 @@ def spans(numbers) -> str:
     return ",".join(parts)
 
 
-def window_cut_words(unit, reason, last_begun, window, recorded) -> str:
+def window_cut_words(unit, reason, last_begun, window, recorded, partial=None) -> str:
     """What a run that stopped inside a window of per-unit sessions kept, from the manifest's
-    own record (what is on disk), never from the plan's arithmetic."""
+    own record (what is on disk), never from the plan's arithmetic; ``partial``: the unit cut
+    mid-way whose session was written (a partial trace), if any."""
     start, end = window
     span = f"{start}-{end - 1}" if end is not None else f"{start}.."
     if len(recorded) == 1:
@@ -111,6 +112,11 @@ def window_cut_words(unit, reason, last_begun, window, recorded) -> str:
     else:
         kept = f"{unit.plural} {spans(recorded)} were recorded" if recorded else \
             "nothing was recorded"
+    if partial is not None:  # never "nothing was recorded" beside a trace that was written
+        if not recorded:
+            kept = f"no {unit.name} was recorded to its end"
+        kept += (f"; the partial trace of {unit.name} {partial}, cut mid-way, was written "
+                 f"(check reports it as cut)")
     after = f" after {unit.name} {last_begun}" if last_begun is not None else ""
     return (f"{unit.owner} stopped ({reason}){after}, before the window of {unit.plural} {span} "
             f"completed: {kept}")

@@ -221,7 +221,11 @@ class RecorderShutdown:
             return
         session = self._session
         cut = session.window.data.get("cut", {}) if session is not None else {}
-        self._units.close(self.manifest, reason, cut.get("in_progress"), self._last_begun)
+        in_progress = cut.get("in_progress")
+        # the session of the unit cut mid-way was stopped and its trace written
+        written = session is not None and in_progress is not None and bool(session.outputs())
+        self._units.close(self.manifest, reason, in_progress, self._last_begun,
+                          in_progress if written else None)
 
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Wait for the last window's background export/parse; True when nothing is pending."""

@@ -102,7 +102,7 @@ class UnitWindows:
         return current if current is not None and current.status == "cut" else None
 
     def close(self, manifest: Manifest, reason: str, in_progress: Optional[int],
-              last_begun: Optional[int]) -> None:
+              last_begun: Optional[int], partial: Optional[int] = None) -> None:
         """The run ends: a window still open is cut (an open-ended one that ends with its loop
         is whole), and the log says what is on disk, from the record, not the plan."""
         planned = self.current
@@ -118,4 +118,4 @@ class UnitWindows:
         recorded: List[int] = planned.recorded
         self._report("warning", "stop", window_cut_words(
             self.unit, planned.data["cut"]["reason"], last_begun, (planned.start, planned.end),
-            recorded))
+            recorded, partial))

@@ -93,6 +93,16 @@ def test_an_rl_process_killed_inside_its_window_is_cut_not_valid(tmp_path, capsy
     assert any("never finished" in p for p in entry["problems"])
 
 
+def test_a_window_cut_in_its_first_step_names_the_partial_trace_it_wrote(tmp_path, capsys):
+    done, save = run_role(tmp_path, "sigterm", at=2)
+    assert [step_ids(t) for t in torch_traces(str(save))] == [[2]]  # the partial step, on disk
+    (said,) = [w for w in manifest(save, 0)["warnings"] if "before the window" in str(w)]
+    assert "partial trace of RL step 2, cut mid-way, was written" in str(said), said
+    assert "nothing was recorded" not in done.stderr
+    code, entry = verdict(capsys, save)
+    assert code == 1 and entry["verdict"] == "cut"
+
+
 def test_a_role_resumed_inside_its_window_records_the_steps_that_run(tmp_path, capsys):
     done, save = run_role(tmp_path, "none", at=0, first=3)
     assert done.returncode == 0, done.stderr[-2000:]
