@@ -10,17 +10,32 @@ labelled ranges of the iteration's session: ``stage:rollout``, ``stage:logprobs`
 ``stage:update``. All three functions are module globals of ``rl_utils`` looked up at call time,
 so wrapping the module attribute is enough. Without ``megatron.rl`` (the megatron-core wheel
 lacks it) or without ``--perform-rl-step`` nothing here runs.
+
+``rl_utils.rl_inference_interface_shutdown`` ends the process with ``os._exit(0)`` (0.19: its
+front ends keep non-daemon threads). Megatron calls it at the end of ``pretrain`` (after
+``train()`` returned and closed the driver, its last trace possibly still being exported in the
+background) and on ``train()``'s own exit path (``--exit-interval``, ``--exit-duration-in-mins``,
+the exit-signal handler), where ``train()``'s ``finally`` never runs. ``os._exit`` runs no
+``finally``, no ``atexit`` and kills every thread: so the driver is closed (inside ``train()``)
+and its export waited for, bounded, before the shutdown.
 """
 
 import functools
 import sys
 
+from mindspeed_prof import log
 from mindspeed_prof.drivers.roles import STAGE_RANGE
+from mindspeed_prof.patches import sigterm
 from mindspeed_prof.patches.state import registry, state
 
 RL_UTILS = "megatron.rl.rl_utils"
 ITERATORS = ("get_grpo_data_iterator", "setup_grpo_data_iterator")  # 0.16+, 0.15
 UPDATE_RANGE = STAGE_RANGE.format(name="update")
+SHUTDOWN = "rl_inference_interface_shutdown"
+# How the manifest says the run ended when megatron.rl's shutdown runs inside train(): Megatron's
+# exit path, which would sys.exit next, but os._exit(0) ends the process first.
+SHUTDOWN_EXIT = ("sys.exit",
+                 "exit code 0 (os._exit in megatron.rl's rl_inference_interface_shutdown)")
 
 
 def _curr_iteration():
@@ -57,6 +72,22 @@ def _stage_wrapper(stage):
 mindspeed_prof_rl_rollout_wrapper = _stage_wrapper("rollout")
 mindspeed_prof_rl_logprobs_wrapper = _stage_wrapper("logprobs")
 
+def mindspeed_prof_rl_shutdown_wrapper(shutdown):
+    @functools.wraps(shutdown)
+    def shutdown_after_flush(*args, **kwargs):
+        manager = state.finished_manager  # the last profiled train()'s driver, if any
+        if manager is not None:
+            if not manager.closed:  # inside train(): its finally will never run
+                manager.close(*SHUTDOWN_EXIT, wait_timeout=sigterm.FLUSH_TIMEOUT_S)
+            elif not manager.wait(sigterm.FLUSH_TIMEOUT_S):
+                log.error(f"megatron.rl ends the process (os._exit) while the trace was still "
+                          f"being written after {sigterm.FLUSH_TIMEOUT_S} s; it is incomplete",
+                          rank=manager.rank)
+        return shutdown(*args, **kwargs)
+
+    return shutdown_after_flush
+
+
 STAGES = {
     "get_environment_rollouts": mindspeed_prof_rl_rollout_wrapper,
     "prepare_data_for_update": mindspeed_prof_rl_logprobs_wrapper,
@@ -71,6 +102,7 @@ def hook_rl_loop():
         return []
     wanted = {name: mindspeed_prof_rl_iteration_wrapper for name in ITERATORS}
     wanted.update(STAGES)
+    wanted[SHUTDOWN] = mindspeed_prof_rl_shutdown_wrapper
     targets = []
     for name, wrapper in wanted.items():
         if callable(getattr(rl_utils, name, None)):
