@@ -1,4 +1,4 @@
-"""megatron-core's dynamic inference engine (0.19): one engine step is the unit (DESIGN §6).
+"""megatron-core's dynamic inference engine (0.17-0.19): one engine step is the unit (DESIGN §6).
 
 Targets (``engines/dynamic_engine.py`` and ``text_generation_controller.py``; line numbers of the
 0.19.2 wheel in tests/harness/dynamic/FACTS.md):
@@ -7,24 +7,25 @@ Targets (``engines/dynamic_engine.py`` and ``text_generation_controller.py``; li
   path or budget is refused before the first step). An engine a ``StaticInferenceEngine`` builds
   for itself belongs to that engine's requests: it gets no driver of its own.
 - ``DynamicInferenceEngine.async_step``: one engine step, numbered ``context.step_count + 1`` (the
-  engine's own numbering, printed by its step log); its finished requests are noted.
+  engine's own numbering, printed by its step log; on 0.18.2, whose dummy forward zeroes it,
+  continued across the reset: :func:`next_step`); its finished requests are noted.
 - ``TextGenerationController.dummy_forward``: the server loop's dummy forward, which the engine
   counts as a step outside ``async_step``: a step of its own, labelled ``dummy``.
 - ``TextGenerationController._dynamic_step_forward_logits``: each forward, a range labelled with
   what the context scheduled (``mixed 1p+2d 23t``).
 - ``DynamicInferenceEngine.schedule_requests``: between steps, on the thread that runs the
-  engine loop. Megatron 0.19 relays ``POST /start_profile``/``/stop_profile`` here
-  (``START/STOP_CUDA_PROFILER``) and calls ``torch.cuda.cudart().cudaProfilerStart/Stop()`` on
-  every rank of the replica in the same loop iteration. With profiling on, ``torch.cuda.cudart``
-  answers inside this call with our signal handler instead: the start opens our window (its
-  knobs travel in the signal's payload), the stop ends it; nsys's capture range is not touched.
-  Without ``--profile`` nothing here is patched.
+  engine loop: where an HTTP start or stop reaches each rank (``patches/dynamic_control.py``:
+  0.19's relayed ``START/STOP_CUDA_PROFILER`` answered through ``torch.cuda.cudart``, or, on
+  0.17/0.18, one broadcast of rank 0's commands after it). Without ``--profile`` nothing here
+  is patched.
 - ``DynamicInferenceEngine.run_engine_with_coordinator``: the serving loop; when it ends
   (SIGINT's cancellation, a stop, an error) the driver is closed on the loop's own thread.
 - ``DynamicInferenceEngine._run_coroutine_sync``: ``step_modern`` inside a running event loop
   runs each step on a new thread: windows are then recorded one session per step.
 
 Inside Megatron-RL's training loop (``state.training``) the iteration stays the unit: no driver.
+Megatron-core 0.17.1 and 0.18.2 have the same targets, names and ``context.step_count``; an
+engine before 0.17 (``engine.step_count``) is refused at its build (``dynamic_control``).
 """
 
 import asyncio
@@ -34,13 +35,12 @@ import sys
 import threading
 import weakref
 
-from mindspeed_prof import log, ranks
+from mindspeed_prof import ranks
 from mindspeed_prof.drivers.base import NULL_DRIVER
 from mindspeed_prof.drivers.engine import EngineStepDriver
 from mindspeed_prof.errors import ConfigError
 from mindspeed_prof.exits import SIGNAL_FLUSH_TIMEOUT_S, exit_reason
-from mindspeed_prof.http_control import engine_defaults, from_payload
-from mindspeed_prof.patches import import_hooks
+from mindspeed_prof.patches import dynamic_control, import_hooks
 from mindspeed_prof.patches.engine_config import engine_config, megatron_args
 from mindspeed_prof.patches.state import registry, state, usage_exit
 from mindspeed_prof.patches.topology import distributed_args, rank_and_world, rank_layout
@@ -54,8 +54,16 @@ CUDART = "torch.cuda.cudart"
 _lock = threading.Lock()
 _relay = threading.local()  # .engine: the engine whose schedule_requests runs on this thread
 _engine = None              # weakref to the engine the driver counts the steps of
+_broadcast_relay = False    # 0.17/0.18: HTTP commands reach every rank after schedule_requests
+_lost = 0  # 0.18's dummy forward resets context.step_count to 0: the steps it took before
 # Rank 0 of a server: the routes' one-window state (profile_routes sets it before the fork).
 control = None
+
+
+def next_step(engine):
+    """The number of the engine's next step: ``context.step_count + 1``, plus what 0.18.2's
+    dummy forward took away (its ``context.reset()`` zeroes the count; 0.19 preserves it)."""
+    return engine.context.step_count + 1 + _lost
 
 
 def _ours(engine):
@@ -63,11 +71,12 @@ def _ours(engine):
 
 
 def _start_driver(engine):
-    global _engine
+    global _engine, _broadcast_relay
     rank, world = rank_and_world(megatron_args())
     config = engine_config(rank, world)
     if config is None or not config.profile or state.training:
         return
+    dynamic_control.refuse_unsupported(engine, rank)  # before 0.17: exit 2, never a no-op
     args = megatron_args()
     try:
         layout = rank_layout(world) if ranks.needs_topology(config.profile_ranks) else None
@@ -79,6 +88,7 @@ def _start_driver(engine):
         usage_exit(str(exc), rank=rank)
     state.train_hooked = True  # the chain is connected: engine steps reach the driver
     _engine = weakref.ref(engine)
+    _broadcast_relay = not dynamic_control.signals_relayed() and dynamic_control.one_replica(engine)
     state.engine = driver
     registry.register(CUDART, mindspeed_prof_cudart_wrapper)
     registry.ensure(CUDART)  # at the engine's build: whatever stands in for cudart is in place
@@ -117,7 +127,7 @@ def mindspeed_prof_engine_step_wrapper(async_step):
         driver = state.engine
         if driver is NULL_DRIVER or not _ours(self) or driver.in_step:
             return await async_step(self, *args, **kwargs)
-        n = self.context.step_count + 1  # the engine adds 1 right after the forward
+        n = next_step(self)  # the engine adds 1 to step_count right after the forward
         with driver.step(n) as step:
             result = await async_step(self, *args, **kwargs)
             step.finished = [int(r.request_id) for r in result.get("finished_request_records", ())]
@@ -135,9 +145,12 @@ def mindspeed_prof_dummy_forward_wrapper(dummy_forward):
         if driver is NULL_DRIVER or driver.in_step or engine is None \
                 or engine.controller is not self:
             return dummy_forward(self, *args, **kwargs)
-        n = engine.context.step_count + 1  # the loop adds 1 right after this returns
+        global _lost
+        before, n = engine.context.step_count, next_step(engine)  # the loop adds 1 after it
         with driver.dummy(n):
             result = dummy_forward(self, *args, **kwargs)
+        if engine.context.step_count == 0:  # 0.18.2: reset inside; the engine's next is 1
+            _lost += before
         _step_ended(n)
         return result
 
@@ -166,57 +179,18 @@ def mindspeed_prof_schedule_requests_wrapper(schedule_requests):
             return schedule_requests(self, *args, **kwargs)
         _relay.engine = self
         try:
-            return schedule_requests(self, *args, **kwargs)
+            received = schedule_requests(self, *args, **kwargs)
         finally:
             _relay.engine = None
             driver.at_boundary()  # a close asked from another thread, even on an idle server
+        # 0.17/0.18: rank 0's HTTP commands on every rank, only after a drain every rank made
+        # (a SIGINT inside it must not leave one rank waiting in the broadcast).
+        if _broadcast_relay:
+            dynamic_control.relay_at_boundary(self)
+            driver.at_boundary()
+        return received
 
     return schedule_with_profile_signals
-
-
-class _ProfileSignal:
-    """What ``torch.cuda.cudart()`` returns inside a profiled engine's ``schedule_requests``:
-    the relayed START/STOP opens or ends our window on this rank, between two steps."""
-
-    def __init__(self, engine):
-        self.engine = engine
-
-    def cudaProfilerStart(self):  # noqa: N802 - cudart's name
-        driver = state.engine
-        request, generation = from_payload(_payload(sys._getframe(1)),
-                                           *engine_defaults(driver.config))
-        next_step = self.engine.context.step_count + 1
-        if request is None:
-            driver.recorder.report("error", "start", "a relayed start carried a payload that "
-                                                     "is not mindspeed_prof's; ignored")
-            return 0
-        answer = driver.start_window(next_step, request)
-        if control is not None:
-            if answer == "busy":
-                control.refused(generation)
-            else:
-                control.started(generation, next_step, request)
-        if driver.rank == 0:
-            log.info(f"POST /start_profile: {answer} before engine step {next_step} (delay "
-                     f"{request.delay}, max {request.length or 'until /stop_profile'}"
-                     f"{', prefix ' + request.prefix if request.prefix else ''})")
-        return 0
-
-    def cudaProfilerStop(self):  # noqa: N802
-        driver = state.engine
-        answer = driver.stop_window()
-        if driver.rank == 0:
-            log.info(f"POST /stop_profile: {answer} after engine step "
-                     f"{self.engine.context.step_count}")
-        return 0
-
-
-def _payload(frame):
-    """The relayed signal's payload after its header: ``schedule_requests`` unpacks each
-    message into its local ``data`` (``[header, *args]``, dynamic_engine.py:2565 in 0.19.2)
-    right before this call. () when it cannot be read (an engine that changed): defaults."""
-    data = frame.f_locals.get("data") if frame is not None else None
-    return list(data[1:]) if isinstance(data, (list, tuple)) and data else ()
 
 
 def mindspeed_prof_cudart_wrapper(cudart):
@@ -225,7 +199,7 @@ def mindspeed_prof_cudart_wrapper(cudart):
         engine = getattr(_relay, "engine", None)
         if engine is None:
             return cudart(*args, **kwargs)
-        return _ProfileSignal(engine)
+        return dynamic_control.ProfileSignal(engine)
 
     return cudart_or_profile_signal
 

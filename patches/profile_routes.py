@@ -14,8 +14,11 @@ Where they are bound is where the host's server binds (no listener of our own):
   rank at the next request boundary through one broadcast at the start of ``run_mcore_engine``
   (which every rank runs for every request of that server): the poll's JSON exchange.
 
+- **Dynamic servers of 0.17 and 0.18** (the same ``start_text_gen_server``) have neither the
+  routes nor the relay: ours are added to its blueprints and a command reaches every engine
+  rank through ``patches/dynamic_control.py``'s pipe and broadcast at the next step boundary.
+
 Without ``--profile`` nothing here is patched and the routes are the host's own, if any.
-Dynamic servers before 0.19 (0.17, 0.18) have neither the routes nor the relay: not covered.
 """
 
 import functools
@@ -23,7 +26,7 @@ import sys
 import threading
 
 from mindspeed_prof import http_control, log
-from mindspeed_prof.patches import import_hooks
+from mindspeed_prof.patches import dynamic_control, import_hooks
 from mindspeed_prof.patches.state import registry, state
 
 DYNAMIC_SERVER = ("megatron.core.inference.text_generation_server.dynamic_text_gen_server."
@@ -57,7 +60,7 @@ def _control():
 def mindspeed_prof_start_text_gen_server_wrapper(start_text_gen_server):
     @functools.wraps(start_text_gen_server)
     def serve_with_our_profile_routes(*args, **kwargs):
-        if _profiling():
+        if _profiling() and dynamic_control.routes_ready():
             _control()
             _replace_blueprint()
         return start_text_gen_server(*args, **kwargs)
@@ -82,8 +85,6 @@ def _replace_blueprint():
 def _quart_blueprint():
     from quart import Blueprint, current_app, jsonify, request
 
-    from megatron.core.inference.headers import Headers
-
     blueprint = Blueprint("mindspeed_prof_profile", __name__)
     defaults = http_control.engine_defaults(state.config)
 
@@ -101,8 +102,10 @@ def _quart_blueprint():
         generation, why = _control().try_start()
         if generation is None:
             return jsonify({"status": "error", "details": why}), 409
-        client._send_signal_to_engines(Headers.START_CUDA_PROFILER,
-                                       http_control.payload(window, generation))
+        failed = dynamic_control.send(client, "start", generation, window)
+        if failed:
+            _control().refused(generation)
+            return jsonify({"status": "error", "details": failed}), 503
         return jsonify(_started(window, generation, "engine steps")), 200
 
     async def stop_profile():
@@ -112,8 +115,9 @@ def _quart_blueprint():
         generation, why = _control().try_stop()
         if generation is None:
             return jsonify({"status": "error", "details": why}), 409
-        client._send_signal_to_engines(Headers.STOP_CUDA_PROFILER,
-                                       {http_control.PAYLOAD_KEY: 1, "generation": generation})
+        failed = dynamic_control.send(client, "stop", generation)
+        if failed:
+            return jsonify({"status": "error", "details": failed}), 503
         return jsonify({"status": "ok", "action": "stop_profile", "window": generation}), 200
 
     for path in http_control.ROUTES:

@@ -1,4 +1,6 @@
-"""megatron-core's dynamic inference engine profiled end to end on the CPU (megatron-core 0.19).
+"""megatron-core's dynamic inference engine profiled end to end on the CPU (megatron-core 0.19 on
+the Python 3.12 leg; 0.17.x and 0.18.x in the opt-in tier of older engines, tests/harness/dynamic/
+README.md, where the server's two routes are mindspeed_prof's own).
 
 The engine step is the unit: the offline engine script (a plain megatron-core script, no
 ``initialize_megatron``, configured from its own command line) records the steps its window
@@ -21,10 +23,10 @@ from harness.dynamic import launch
 from helpers.e2e import check, verdicts
 from helpers.traces import manifest, step_ids, torch_traces
 
-from harness.dynamic.marks import (CHECKOUT, MISSING as _MISSING, MODULE_MARKS,
-                                   needs_server_deps, real_tool_only)
+from harness.dynamic.marks import (CHECKOUT, ENGINE_MARKS, MISSING as _MISSING,
+                                   needs_high_level_api, needs_server_deps, real_tool_only)
 
-pytestmark = MODULE_MARKS
+pytestmark = ENGINE_MARKS
 LAUNCHER = ("-m", "mindspeed_prof.launch")
 
 
@@ -135,6 +137,7 @@ def test_steps_on_a_new_thread_each_are_recorded_one_session_per_step_on_their_t
     assert code == 0, answer
 
 
+@needs_high_level_api
 def test_the_high_level_api_records_its_steps_on_its_runtime_thread(tmp_path):
     save = tmp_path / "prof"
     run = offline(tmp_path, "--loop", "llm", "--request", "0:6:4", "--request", "0:9:4",

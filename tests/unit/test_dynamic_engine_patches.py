@@ -1,4 +1,5 @@
-"""patches/dynamic_inference.py on megatron-core 0.19: the dynamic engine's targets are patched
+"""patches/dynamic_inference.py on megatron-core 0.17, 0.18 and 0.19 (the same targets, by the
+same names, in each): the dynamic engine's targets are patched
 when its modules load (never imported by us), a process that imports the engine but builds none
 (a front end, the coordinator) creates no driver and writes nothing, and without ``--profile*``
 on the command line nothing is patched at all. Each scenario runs in a fresh interpreter."""
@@ -21,9 +22,10 @@ except (ImportError, importlib.metadata.PackageNotFoundError):
 
 pytestmark = [
     pytest.mark.current_megatron,
-    pytest.mark.skipif(_CORE is None or _CORE < Version("0.19"),
-                       reason=f"the dynamic engine's hooks need megatron-core >= 0.19 (found "
-                              f"{_CORE or 'none'}): the Python 3.12 leg"),
+    pytest.mark.skipif(_CORE is None or _CORE < Version("0.17"),
+                       reason=f"the dynamic engine's hooks need megatron-core >= 0.17 (found "
+                              f"{_CORE or 'none'}): the Python 3.12 leg (0.19), or the opt-in "
+                              f"envs of 0.17/0.18"),
 ]
 
 ENGINE = "megatron.core.inference.engines.dynamic_engine"

@@ -8,7 +8,8 @@ rank 0 spawns the data-parallel coordinator); rank 0 then forks the Quart/hyperc
 with ``start_text_gen_server`` (completions, chat completions, health, and 0.19's
 ``/start_profile`` ``/stop_profile``), and every rank awaits the engine loop
 (``run_engine_with_coordinator``). ``--port 0`` binds a free port on ``--host`` here and hands the
-bound socket to ``start_text_gen_server``; the port lands in the report.
+bound socket to ``start_text_gen_server`` (0.19; 0.17 and 0.18 take no socket: a port free
+now is passed instead); the port lands in the report.
 
 Stop it as the tool is stopped: SIGINT (Ctrl-C) to torchrun's process group; torchrun relays it
 to each rank's own process group (each rank is a session leader; rank 0's group holds the
@@ -21,6 +22,7 @@ Nothing runs at import: the coordinator (spawned) re-imports this file as ``__mp
 
 import argparse
 import asyncio
+import inspect
 import os
 import socket
 import sys
@@ -60,12 +62,18 @@ async def _serve(engine, args, rank, log):
         launch_inference_coordinator=True, hostname=args.host)
     try:
         if rank == 0:
-            sock = _listening_socket(args.host, args.port)
+            port, bound = args.port, {}
+            if "sock" in inspect.signature(start_text_gen_server).parameters:
+                bound["sock"] = sock = _listening_socket(args.host, args.port)  # 0.19
+                port = sock.getsockname()[1]
+            elif port == 0:  # 0.17/0.18 bind the port themselves: take one free now
+                with _listening_socket(args.host, 0) as probe:
+                    port = probe.getsockname()[1]
             start_text_gen_server(coordinator_addr=coordinator_addr,
                                   tokenizer=engine.controller.tokenizer, rank=rank,
-                                  server_port=args.port, parsers=[], verbose=False,
-                                  num_replicas=args.frontends, hostname=args.host, sock=sock)
-            log.set(port=sock.getsockname()[1], coordinator_addr=coordinator_addr,
+                                  server_port=port, parsers=[], verbose=False,
+                                  num_replicas=args.frontends, hostname=args.host, **bound)
+            log.set(port=port, coordinator_addr=coordinator_addr,
                     coordinator_pid=engine.inference_coordinator_process.pid,
                     frontend_pids=[p.pid for p in text_generation_server._SERVER_PROCESSES])
         log.set(serving=True)

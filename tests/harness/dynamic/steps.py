@@ -14,7 +14,8 @@ engine's code is untouched):
   mixed from what actually ran;
 * ``controller.dummy_forward()`` calls: ``run_engine_with_coordinator`` runs one (and counts it
   in ``context.step_count``) outside ``async_step`` while its cached consensus still says there
-  is work but this rank has none;
+  is work but this rank has none (0.18.2's dummy forward also zeroes ``context.step_count``
+  through ``context.reset()``: step numbers here continue across it, ``lost``);
 * ``torch.cuda.cudart().cudaProfilerStart/Stop`` calls (the server's relayed profile signal):
   the caller, the thread and the step count when each landed.
 
@@ -48,6 +49,7 @@ class StepLog:
                      "started": time.time(), **fields}
         self._forwards = []
         self._lock = threading.Lock()
+        self.lost = 0  # steps 0.18.2's dummy forwards took out of context.step_count
 
     @classmethod
     def from_env(cls, rank, reference=None, **fields):
@@ -79,11 +81,14 @@ class StepLog:
             return original_forward(*args, **kwargs)
 
         def dummy_forward(*args, **kwargs):
+            before = engine.context.step_count
             result = original_dummy(*args, **kwargs)
             with self._lock:
                 # The engine adds 1 to step_count right after this returns.
-                self.data["dummy_forwards"].append({"step": engine.context.step_count + 1,
+                self.data["dummy_forwards"].append({"step": before + 1 + self.lost,
                                                     "thread": threading.get_native_id()})
+                if engine.context.step_count == 0:  # 0.18.2's context.reset() zeroed it
+                    self.lost += before
             return result
 
         engine.async_step = async_step
@@ -92,7 +97,7 @@ class StepLog:
         return self
 
     def _step_done(self, result):
-        step = self.engine.context.step_count
+        step = self.engine.context.step_count + self.lost
         finished = {}
         for record in result["finished_request_records"]:
             request = record.merge()
