@@ -32,7 +32,6 @@ from typing import List, Optional
 from mindspeed_prof import http_control, log
 from mindspeed_prof.patches.state import state, usage_exit
 
-HEADERS = "megatron.core.inference.headers"
 _mailbox: Optional[List[int]] = None  # [read fd, write fd] on rank 0 of a 0.17/0.18 server
 _rest = b""                           # a line read in part (never, with atomic writes)
 
@@ -46,10 +45,9 @@ def core_version() -> str:
 
 def signals_relayed() -> bool:
     """The host relays START/STOP_CUDA_PROFILER to every engine rank (megatron-core 0.19)."""
-    headers = sys.modules.get(HEADERS)
-    if headers is None:
-        import megatron.core.inference.headers as headers
-    return hasattr(headers.Headers, "START_CUDA_PROFILER")
+    from megatron.core.inference.headers import Headers
+
+    return hasattr(Headers, "START_CUDA_PROFILER")
 
 
 def refuse_unsupported(engine, rank: int) -> None:
