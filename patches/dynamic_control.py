@@ -15,9 +15,9 @@ the window opens on each engine rank between two steps, on the thread that runs 
   (one JSON line, an atomic write); after each ``schedule_requests`` (every rank, in lockstep:
   the engine's own model-parallel exchange) rank 0 reads it and every rank takes it from one
   broadcast (the trigger's JSON exchange: nothing received is executed). The broadcast spans
-  the world, so it needs one model replica (data-parallel size 1); with more, a server with no
-  window flags is refused at start-up (nothing could ever open a window) and one with window
-  flags serves without the routes, saying so.
+  the world, so it needs one model replica (data-parallel size 1); with more, a job with no
+  window flag is refused at the engine's build (nothing could ever open a window) and a server
+  with window flags serves without the routes, saying so.
 - **Before 0.17** (0.16: the engine counts ``engine.step_count``, not ``context.step_count``,
   and its server is Flask's): an engine built with ``--profile`` is refused at start-up.
 """
@@ -51,13 +51,24 @@ def signals_relayed() -> bool:
 
 
 def refuse_unsupported(engine, rank: int) -> None:
-    """At the engine's build: an engine whose steps we cannot number is refused (exit 2)."""
+    """At the engine's build, on every rank (before a coordinator or a front end exists): an
+    engine whose steps we cannot number, or a 0.17/0.18 job of several model replicas with no
+    window flag (only HTTP could open one, and it cannot reach them), is refused (exit 2)."""
     if not hasattr(getattr(engine, "context", None), "step_count"):
         usage_exit(f"megatron-core {core_version()}'s DynamicInferenceEngine is not supported by "
                    f"--profile (it numbers its steps in engine.step_count and serves through "
                    f"Flask): the dynamic engine is profiled from megatron-core 0.17 (0.17.1, "
                    f"0.18.2, 0.19); upgrade megatron-core, or profile the static engine "
                    f"(StaticInferenceEngine)", rank=rank)
+    if not state.window_given and not signals_relayed() and not one_replica(engine):
+        usage_exit(f"--profile with no window flags waits for POST /start_profile, but "
+                   f"{_NO_RELAY.format(core_version())}: give a window (--profile-step-start/"
+                   f"--profile-step-end, --profile-steps) or upgrade megatron-core to 0.19",
+                   rank=rank)
+
+
+_NO_RELAY = ("megatron-core {}'s dynamic server has no /start_profile relay across "
+             "data-parallel replicas (megatron-core 0.19 has one)")
 
 
 def one_replica(engine) -> bool:
@@ -72,20 +83,14 @@ def one_replica(engine) -> bool:
         return False
 
 
-def open_mailbox(engine, planned: bool) -> bool:
+def open_mailbox(engine) -> bool:
     """Rank 0 of a 0.17/0.18 server, before its front ends fork: the routes' pipe. False (and
-    the routes are not added) with more than one model replica; refused when nothing else
-    could open a window."""
+    the routes are not added) with more than one model replica: the windows come from the
+    flags (with none, :func:`refuse_unsupported` stopped the job at the engine's build)."""
     global _mailbox
     if engine is not None and not one_replica(engine):
-        why = (f"megatron-core {core_version()}'s dynamic server has no /start_profile relay "
-               f"across data-parallel replicas (megatron-core 0.19 has one)")
-        if not planned:
-            usage_exit(f"--profile with no window flags waits for POST /start_profile, but "
-                       f"{why}: give a window (--profile-step-start/--profile-step-end, "
-                       f"--profile-steps) or upgrade megatron-core to 0.19")
-        log.warning(f"{why}: the windows come from the profiling flags only; POST "
-                    f"/start_profile and /stop_profile are not added")
+        log.warning(f"{_NO_RELAY.format(core_version())}: the windows come from the profiling "
+                    f"flags only; POST /start_profile and /stop_profile are not added")
         return False
     if _mailbox is None:
         read, write = os.pipe()
@@ -103,7 +108,7 @@ def routes_ready() -> bool:
     if signals_relayed():
         return True
     engine = dynamic_inference._engine() if dynamic_inference._engine is not None else None
-    return open_mailbox(engine, planned=bool(state.window_given))
+    return open_mailbox(engine)
 
 
 def send(client, kind: str, generation: int, request=None) -> Optional[str]:

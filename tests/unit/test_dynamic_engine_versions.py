@@ -30,7 +30,7 @@ except (ImportError, importlib.metadata.PackageNotFoundError):
 def mailbox(monkeypatch):
     monkeypatch.setattr(dynamic_control, "_mailbox", None)
     monkeypatch.setattr(dynamic_control, "_rest", b"")
-    assert dynamic_control.open_mailbox(None, planned=False) is True
+    assert dynamic_control.open_mailbox(None) is True
     yield
     for fd in dynamic_control._mailbox or ():
         with contextlib.suppress(OSError):
@@ -161,24 +161,31 @@ def test_a_command_in_the_pipe_opens_and_ends_the_window_at_the_next_step_bounda
     assert "POST /stop_profile: stopped after engine step 4" in out
 
 
-def test_a_multi_replica_server_before_0_19_waiting_for_http_is_refused_naming_the_version(
-        monkeypatch, capsys):
+def test_a_multi_replica_engine_before_0_19_waiting_for_http_is_refused_naming_the_version(
+        engine, monkeypatch, capsys):
     monkeypatch.setattr(dynamic_control, "one_replica", lambda engine: False)
+    monkeypatch.setattr(dynamic_control, "signals_relayed", lambda: False)
     monkeypatch.setattr(dynamic_control, "core_version", lambda: "0.18.2")
+    monkeypatch.setattr(state, "window_given", False)
     with pytest.raises(SystemExit) as stopped:
-        dynamic_control.open_mailbox(object(), planned=False)
+        dynamic_control.refuse_unsupported(engine, rank=0)
     assert stopped.value.code == 2
     err = capsys.readouterr().err
     assert "megatron-core 0.18.2's dynamic server has no /start_profile relay across " \
            "data-parallel replicas" in err
     assert "--profile-step-start" in err and "upgrade megatron-core to 0.19" in err
+    monkeypatch.setattr(state, "window_given", True)  # with a window flag: it runs
+    dynamic_control.refuse_unsupported(engine, rank=0)
+    monkeypatch.setattr(state, "window_given", False)
+    monkeypatch.setattr(dynamic_control, "signals_relayed", lambda: True)  # 0.19: it runs
+    dynamic_control.refuse_unsupported(engine, rank=0)
 
 
 def test_a_multi_replica_server_before_0_19_with_window_flags_serves_without_the_routes(
         monkeypatch, capsys):
     monkeypatch.setattr(dynamic_control, "one_replica", lambda engine: False)
     monkeypatch.setattr(dynamic_control, "_mailbox", None)
-    assert dynamic_control.open_mailbox(object(), planned=True) is False
+    assert dynamic_control.open_mailbox(object()) is False
     assert dynamic_control._mailbox is None
     assert "POST /start_profile and /stop_profile are not added" in capsys.readouterr().err
 
@@ -193,6 +200,7 @@ def test_an_engine_that_does_not_count_steps_in_its_context_is_refused_naming_th
     err = capsys.readouterr().err
     assert "megatron-core 0.16.1's DynamicInferenceEngine is not supported by --profile" in err
     assert "from megatron-core 0.17" in err
+    monkeypatch.setattr(state, "window_given", True)
     dynamic_control.refuse_unsupported(types.SimpleNamespace(context=Context()), rank=0)
 
 

@@ -40,6 +40,9 @@ def _parse(argv):
                         help="wire the pieces as the tool does, or serve with MegatronAsyncLLM")
     parser.add_argument("--no-reference", action="store_true",
                         help="skip the no-KV-cache reference forward of each finished request")
+    parser.add_argument("--tp", type=int, default=None,
+                        help="tensor-parallel size (default WORLD_SIZE; less: data-parallel "
+                             "replicas of the model)")
     args, _ = parser.parse_known_args(argv)  # --profile* flags are mindspeed_prof's to read
     return args
 
@@ -126,12 +129,13 @@ def main(argv=None):
     end = "returned"
     # The tool builds and serves under inference_mode; the high-level API must not (the mode is
     # thread-local and its engine loop runs on another thread).
+    tp = args.tp or world
     with torch.inference_mode(args.api == "tool"):
-        tiny_gpt.init_parallel(tp=world)
-        model = tiny_gpt.build_model(tp=world)
+        tiny_gpt.init_parallel(tp=tp)
+        model = tiny_gpt.build_model(tp=tp)
         reference = None if args.no_reference else (
             lambda prompt, generated: tiny_gpt.reference_tokens(model, prompt, generated))
-        log = steps.StepLog.from_env(rank, reference, loop=f"server ({args.api})", tp=world)
+        log = steps.StepLog.from_env(rank, reference, loop=f"server ({args.api})", tp=tp)
         cuda_extras.CUDART.listeners.append(log.profiler_call)
         shape = tiny_gpt.EngineShape(logging_step_interval=args.logging_step_interval)
         if args.api == "tool":
