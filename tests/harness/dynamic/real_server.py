@@ -1,6 +1,7 @@
 """Opt-in tier: a Megatron-LM checkout's own ``tools/run_dynamic_text_generation_server.py``.
 
-``MEGATRON_LM_PATH`` points at the checkout (0.19: ``git worktree add DIR core_v0.19.0``). Put the
+``MEGATRON_LM_PATH`` points at the checkout (0.19: ``git worktree add DIR core_v0.19.0``; 0.17.1,
+0.18.2 the same with their tags, beside the matching megatron-core). Put the
 folder made by ``harness.real_megatron.overlay.build`` first on ``PYTHONPATH`` (the checkout's
 ``megatron/training``, ``megatron/inference`` ... over the installed megatron-core wheel: the
 checkout has no built ``megatron/core/datasets/helpers_cpp*.so``), then, under torchrun:
@@ -61,19 +62,29 @@ def _fixes():
 
 
 def checkpoint():
-    """Save a random-weight checkpoint of the model the tool builds, with Megatron's code."""
-    from megatron.core.process_groups_config import ProcessGroupCollection
-    from megatron.inference.utils import add_inference_args, get_model_builder
-    from megatron.training import get_args
-    from megatron.training.arguments import parse_and_validate_args
+    """Save a random-weight checkpoint of the model the tool builds, with Megatron's code (0.19:
+    ``get_model_builder``; 0.17/0.18: ``get_model_for_inference``, and 0.17 parses its
+    arguments inside ``initialize_megatron``)."""
+    from megatron.inference import utils
+    from megatron.training import arguments, get_args
     from megatron.training.checkpointing import save_checkpoint
     from megatron.training.initialize import initialize_megatron
 
-    parse_and_validate_args(extra_args_provider=add_inference_args)
-    initialize_megatron()
-    args = get_args()
-    model = get_model_builder(args).build_distributed_models(
-        pg_collection=ProcessGroupCollection.use_mpu_process_groups(), wrap_with_ddp=False)
+    if hasattr(arguments, "parse_and_validate_args"):
+        arguments.parse_and_validate_args(extra_args_provider=utils.add_inference_args)
+        initialize_megatron()
+    else:
+        initialize_megatron(extra_args_provider=utils.add_inference_args)
+    if hasattr(utils, "get_model_builder"):
+        from megatron.core.process_groups_config import ProcessGroupCollection
+
+        model = utils.get_model_builder(get_args()).build_distributed_models(
+            pg_collection=ProcessGroupCollection.use_mpu_process_groups(), wrap_with_ddp=False)
+    else:  # get_model_for_inference's build, without its load (there is nothing to load yet)
+        import functools
+
+        model = utils._get_model(functools.partial(utils.model_provider, utils.gpt_builder),
+                                 wrap_with_ddp=False)
     save_checkpoint(1, model, None, None, 0)
 
 
