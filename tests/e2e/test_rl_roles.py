@@ -9,7 +9,7 @@ import pytest
 from helpers.cli import run_cli, run_cli_json
 from helpers.rl import (assert_every_role_ran_every_step, manifests, run_rl_job,
                         steps_by_folder)
-from helpers.traces import torch_traces
+from helpers.traces import manifest, step_ids, torch_traces
 
 pytestmark = pytest.mark.e2e
 
@@ -142,3 +142,36 @@ def test_megatron_rl_iteration_window_covers_rollout_logprobs_and_update(tmp_pat
         assert all(len(found) == 1 for found in inside.values()), (step, inside)
         assert inside["rollout"][0][1] <= inside["logprobs"][0][0]
         assert inside["logprobs"][0][1] <= inside["update"][0][0]
+
+
+@pytest.mark.parametrize("exit_interval", [None, 3])
+def test_megatron_rl_ending_its_process_with_os_exit_keeps_the_window_and_says_how_it_ended(
+        tmp_path, exit_interval):
+    """From Megatron-LM 0.17 megatron.rl's shutdown ends the process with ``os._exit(0)``, at
+    the end of ``pretrain`` and on ``train()``'s own exit path (``--exit-interval``), where
+    ``train()``'s ``finally`` never runs: the window and the final manifest must be on disk."""
+    from harness.launch import default_args
+    from helpers.e2e import env_for, profile_flags, train
+
+    save = tmp_path / "prof"
+    env = env_for(tmp_path, pythonpath=(os.path.join(TESTS, "harness"),
+                                        os.path.join(RL_HARNESS, "megatron_rl_standin")),
+                  MEGATRON_STANDIN_VERSION="0.17.1")  # 0.17+: os._exit; 0.18+ need cfg_container
+    args = (default_args(train_iters=4) + ["--perform-rl-step", "--grpo-prompts-per-step", "2",
+                                           "--grpo-group-size", "2"]
+            + (["--exit-interval", str(exit_interval)] if exit_interval else [])
+            + profile_flags(save, ranks=("0",), start=2, end=4))
+    run = train(tmp_path, args, nproc=1, env=env, with_default_args=False,
+                script=os.path.join(RL_HARNESS, "train_rl.py")).check()
+    with open(tmp_path / "reports" / "rl_calls_rank0.json") as handle:
+        calls = json.load(handle)
+    assert calls[-1] == ["rl_inference_interface_shutdown", None], run.describe()
+    assert run.reports[0]["end"]["how"] == "os_exit", run.reports[0]["end"]
+    [trace] = torch_traces(str(save))
+    assert step_ids(trace) == [2, 3]
+    data = manifest(save, 0)
+    assert data["status"] == "complete", data
+    if exit_interval:
+        assert data["exit"]["reason"] == "sys.exit" and "os._exit" in data["exit"]["detail"]
+    else:
+        assert data["exit"]["reason"] == "finished", data["exit"]

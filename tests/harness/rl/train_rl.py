@@ -3,9 +3,6 @@
 each ``train_step``. Needs ``tests/harness`` (pretrain_gpt's providers) and
 ``tests/harness/rl/megatron_rl_standin`` on PYTHONPATH after the training stand-in."""
 
-import json
-import os
-
 from megatron.core.enums import ModelType
 from megatron.training import pretrain
 
@@ -29,10 +26,6 @@ if __name__ == "__main__":
         pretrain(train_valid_test_datasets_provider, model_provider,
                  ModelType.encoder_or_decoder, forward_step, extra_args_provider=rl_args,
                  args_defaults={"tokenizer_type": "GPT2BPETokenizer"})
-    finally:
+    finally:  # from 0.17, megatron.rl's shutdown ends the process first (and writes it)
         from megatron.rl import rl_utils
-        report = os.environ.get("HARNESS_REPORT_DIR")
-        if report:
-            rank = os.environ.get("RANK", "0")
-            with open(os.path.join(report, f"rl_calls_rank{rank}.json"), "w") as handle:
-                json.dump(rl_utils.CALLS, handle)
+        rl_utils.write_calls_report()

@@ -78,6 +78,8 @@ def _pretrain(train_valid_test_dataset_provider, model_provider, model_type, for
             # A module-global lookup, so a plugin's wrapper around train() is what runs.
             iteration, num_floating_point_operations_so_far = train(*train_args,
                                                                     **(train_kwargs or {}))
+        if getattr(args, "perform_rl_step", False) and has_rl_utils:
+            rl_utils.rl_inference_interface_shutdown()  # from 0.17: os._exit(0), as upstream
 
         if args.save and iteration != 0 and iteration % args.save_interval != 0:
             save_checkpoint(iteration, model, optimizer, opt_param_scheduler,
@@ -458,6 +460,8 @@ def _train(forward_step_func, model, optimizer, opt_param_scheduler, train_data_
 
     if should_exit:
         _harness.report.update(sys_exit_in_train={"code": exit_code, "iteration": iteration})
+        if getattr(args, "perform_rl_step", False) and has_rl_utils:
+            rl_utils.rl_inference_interface_shutdown()  # from 0.17: os._exit(0) before sys.exit
         sys.exit(exit_code)
     return iteration, args.num_floating_point_operations_so_far
 

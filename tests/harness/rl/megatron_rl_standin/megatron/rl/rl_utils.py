@@ -9,8 +9,12 @@ megatron-core compute on the CPU. What comes back feeds ``train_step`` as micro-
 harness's ``forward_step`` format.
 """
 
+import json
+import os
+
 import torch
 
+from megatron.training import _harness
 from megatron.training.global_vars import get_args
 
 CALLS = []  # (function, iteration): what ran, for the harness report
@@ -78,3 +82,24 @@ def get_grpo_data_iterator(model, inference_model, optimizer, iteration, ref_sta
                                                     is_correction=is_correction)
         runtime_state.reset_iteration_counters(iteration)
     return buffered_rollouts
+
+
+def write_calls_report():
+    """What ran, for the harness (``rl_calls_rank{R}.json``), on every way out."""
+    report = os.environ.get("HARNESS_REPORT_DIR")
+    if report:
+        rank = os.environ.get("RANK", "0")
+        with open(os.path.join(report, f"rl_calls_rank{rank}.json"), "w") as handle:
+            json.dump(CALLS, handle)
+
+
+def rl_inference_interface_shutdown():
+    """As upstream, called at the end of ``pretrain`` and on ``train()``'s exit path before its
+    ``sys.exit``. From Megatron-LM 0.17 it ends the process with ``os._exit(0)`` (the inference
+    front ends keep non-daemon threads): no ``finally``, no ``atexit``, every thread killed,
+    which is what a profiler's flush must survive. 0.16 returns."""
+    CALLS.append(["rl_inference_interface_shutdown", None])
+    write_calls_report()
+    if _harness.VERSION >= (0, 17):
+        _harness.report.end("os_exit", code=0)
+        os._exit(0)
