@@ -28,7 +28,7 @@ from typing import Any, Callable, ContextManager, Iterator, Optional
 from . import backends, log, trigger
 from .captures import CapturePoll
 from .config import ProfilerConfig
-from .exits import FlushOnExit
+from .exits import FlushOnExit, final_flush
 from .manifest import Manifest, open_manifest
 from .notices import announce_plan, config_notes, wrong_thread_words
 from .on_demand import OnDemandWindows
@@ -187,17 +187,20 @@ class WindowRecorder(RecorderPolling, RecorderShutdown, OnDemandWindows):
         if failure is not None or self._stop_wanted is not None:
             self._stop_here(failure)
             return
-        last = False
-        with session.failing_safely("step"):
-            if self._units is not None and n >= session.schedule.start:
-                self._units.record(n)
-            last = session.unit_ended(n)
-        if self._state is not State.RUNNING:
-            return  # the step failed: profiling ended here
-        if last:
-            self._finish_window()
-        elif self._budget is not None and self._budget.limit_gb is not None:
-            self._stop_if_over_budget()
+        # The torch profiler saves the trace inside the step that ends the window: a signal's
+        # flush landing there or before the stop would cut a window that is whole (held).
+        with final_flush() if session.ends_window(n) else contextlib.nullcontext():
+            last = False
+            with session.failing_safely("step"):
+                if self._units is not None and n >= session.schedule.start:
+                    self._units.record(n)
+                last = session.unit_ended(n)
+            if self._state is not State.RUNNING:
+                return  # the step failed: profiling ended here
+            if last:
+                self._finish_window()
+            elif self._budget is not None and self._budget.limit_gb is not None:
+                self._stop_if_over_budget()
 
     # The names the training code has always used.
     step_begin = begin

@@ -149,12 +149,16 @@ class Session:
                 return True
         return False
 
+    def ends_window(self, n: int) -> bool:
+        """Unit ``n`` is the window's last: its end saves the trace."""
+        end = self.schedule.end
+        return end is not None and n + 1 >= end
+
     def unit_ended(self, n: int, executed: bool = True) -> bool:
         """Unit ``n`` ended; True when it was the window's last (the trace is saved then)."""
         if executed and n >= self.schedule.start:
             self.window.record(n)
-        end = self.schedule.end
-        if end is not None and n + 1 >= end:
+        if self.ends_window(n):
             self.backend.step()  # the schedule's last step: the trace is saved here
             return True
         self.step_due = True

@@ -261,3 +261,47 @@ def test_sigterm_twice_during_the_final_flush_is_still_held():
     """)
     assert last_json(done) == {"flushed": {"signals": ["SIGTERM", "SIGTERM"]}}
     assert done.returncode == -signal.SIGTERM
+
+
+@pytest.mark.parametrize("unit", ["iteration", "request"])
+def test_sigterm_while_the_last_step_of_a_window_saves_its_trace_keeps_the_trace(tmp_path, unit):
+    # The torch profiler saves a window's trace inside the step() that ends its schedule, before
+    # the session is stopped; a signal landing there (a job stopped right after a request or an
+    # iteration) ran the flush mid-save: the trace was lost, the window 'incomplete'.
+    done = run_child(f"""
+        import torch
+        from mindspeed_prof import ProfilerConfig
+        from mindspeed_prof.drivers.inference import RequestDriver
+        from mindspeed_prof.drivers.training import ProfilerManager
+        real = torch.profiler.profile.export_chrome_trace
+        def signalled(self, path):
+            os.kill(os.getpid(), signal.SIGTERM)  # arrives while the trace is being saved
+            time.sleep(0.2)
+            return real(self, path)
+        torch.profiler.profile.export_chrome_trace = signalled
+        config = ProfilerConfig(profile=True, profile_step_start=2, profile_step_end=4,
+                                profile_save_path={str(tmp_path)!r}, profile_backend="torch",
+                                profile_ranks=[0])
+        if {unit!r} == "iteration":
+            driver = ProfilerManager(config, rank=0, world_size=1)
+            driver.arm(first_iteration=1, train_iters=6)
+            for n in range(1, 7):
+                driver.step_begin(n); torch.randn(4, 4).sum(); driver.step_end(n)
+        else:
+            driver = RequestDriver(config)
+            driver.arm()
+            for n in range(1, 7):
+                with driver.request():
+                    torch.randn(4, 4).sum()
+        time.sleep(30)
+    """)
+    assert done.returncode == -signal.SIGTERM, done.stderr
+    data = json.loads((tmp_path / "profile_manifest_rank0.json").read_text())
+    traces = [os.path.join(root, f) for root, _, files in os.walk(tmp_path) for f in files
+              if f.endswith(".pt.trace.json")]
+    assert traces, (data, done.stderr[-2000:])  # the trace being saved when the signal came
+    window = data["windows"][0]  # iterations 2-3, or request 2's own session
+    assert window["files"] and window["status"] == "complete", window
+    assert data["exit"]["reason"] == "signal"
+    if unit == "request":  # the job stopped after request 2 of the window 2-3: that is cut
+        assert data["planned"][0]["status"] == "cut" and data["planned"][0]["recorded"] == [2]
