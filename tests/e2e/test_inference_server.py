@@ -2,8 +2,10 @@
 MegatronServer, run_mcore_engine, StaticInferenceEngine) on 2 ranks with TP=2 over HTTP, and the
 engine called in a loop, each under torchrun with our launcher (tests/harness/inference)."""
 
+import glob
 import json
 import os
+import re
 import signal
 
 import pytest
@@ -77,12 +79,27 @@ def test_server_stopped_by_sigterm_inside_its_window_flushes_every_rank_and_says
         run = server.wait(timeout=60)
     assert run.returncode is not None, run.describe()  # it ended on its own, not killed
     said = ("the server stopped (signal) after request 4, before the window of requests 2-5 "
-            "completed: requests 2-4 were recorded")
+            "completed: ")
     for rank in (0, 1):
         data = manifest(save, rank)
         assert data["exit"] == {"reason": "signal", "detail": "SIGTERM"}
         assert data["window_cut"] == {"start": 2, "end": 6, "last_served": 4}
-        assert said in [w["message"] for w in data["warnings"]]
+        [message] = [w["message"] for w in data["warnings"] if w["message"].startswith(said)]
+        # Rank 0 answered request 4; rank 1 may still be inside it, or have begun request 5 (it
+        # waits for the next request inside its loop): what each rank says must be on disk.
+        recorded = data["planned"][0]["recorded"]
+        assert recorded[:2] == [2, 3] and (rank == 1 or recorded == [2, 3, 4]), (rank, recorded)
+        for n in recorded:
+            assert glob.glob(str(save / f"req_{n}-{n}" / f"rank{rank}.*")), (rank, n)
+        kept = f"requests {recorded[0]}-{recorded[-1]} were recorded"
+        partial = re.search(r"; the partial trace of request (\d+), cut mid-way, was written",
+                            message)
+        assert message == said + kept + (f"{partial.group(0)} (check reports it as cut)"
+                                         if partial else ""), message
+        if partial:
+            n = int(partial.group(1))
+            assert n == recorded[-1] + 1, (message, recorded)
+            assert glob.glob(str(save / f"req_{n}-{n}" / f"rank{rank}.*")), (rank, n)
     # Requests 2-4 of the window 2-5 are on disk and usable, but it is not the window asked for.
     code, report = check(save)
     assert code == 1 and verdicts(report) == {0: "cut", 1: "cut"}

@@ -7,6 +7,7 @@ returns a :class:`ServerRun` with the output and the per-rank ``server_rank{R}.j
 """
 
 import dataclasses
+import http.client
 import json
 import os
 import pathlib
@@ -147,10 +148,22 @@ def start(args=(), *, env, cwd, nproc=2, tp=2, launcher_prefix=("-m", "mindspeed
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"the server exited before listening\n{server.wait().describe()}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return server
-        except OSError:
-            time.sleep(0.2)
+        if _answers_http(port):
+            return server
+        time.sleep(0.2)
     raise RuntimeError(f"the server did not listen within {ready_timeout} s\n"
                        f"{server.wait(timeout=1).describe()}")
+
+
+def _answers_http(port):
+    """True once an HTTP server answers on ``port`` (any status). A bare TCP connect is not
+    enough: the port was free when chosen, and torchrun's own store may take it meanwhile."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+    try:
+        connection.request("GET", "/")
+        connection.getresponse().read()
+        return True
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        connection.close()
