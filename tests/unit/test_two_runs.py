@@ -201,17 +201,18 @@ def test_the_ranks_of_a_torchrun_job_without_a_run_id_share_one_through_the_job_
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     script = tmp_path / "ids.py"
-    script.write_text("import torch.distributed as dist\n"
+    # each rank writes its own file: two ranks printing to one pipe interleave their words
+    script.write_text("import sys, torch.distributed as dist\n"
                       "dist.init_process_group('gloo')\n"
                       "from mindspeed_prof.run_id import job_run_id\n"
-                      "print('RUN', dist.get_rank(), job_run_id(), flush=True)\n"
+                      "with open(f'{sys.argv[1]}/run_id_rank{dist.get_rank()}', 'w') as out:\n"
+                      "    out.write(job_run_id())\n"
                       "dist.destroy_process_group()\n")
     env = dict(os.environ, TORCHELASTIC_RUN_ID="none")
     env.pop("SLURM_JOB_ID", None)
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                           "--master-addr", "127.0.0.1", "--master-port", str(port), str(script)], capture_output=True, text=True,
-                          env=env, timeout=120)
-    ids = {line.split()[1]: line.split()[2] for line in done.stdout.splitlines()
-           if line.startswith("RUN ")}
+                           "--master-addr", "127.0.0.1", "--master-port", str(port), str(script),
+                           str(tmp_path)], capture_output=True, text=True, env=env, timeout=120)
+    ids = {p.name[len("run_id_rank"):]: p.read_text() for p in tmp_path.glob("run_id_rank*")}
     assert done.returncode == 0, done.stderr[-2000:]
     assert sorted(ids) == ["0", "1"] and len(set(ids.values())) == 1
