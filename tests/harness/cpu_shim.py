@@ -13,6 +13,7 @@ picks a profiler backend from it.
 """
 
 import contextlib
+import threading
 import time
 
 import torch
@@ -205,3 +206,15 @@ def install():
     # Stays entered for the life of the process: the harness runs one training per process.
     CpuDeviceMode().__enter__()
     setattr(torch, _INSTALLED_FLAG, True)
+
+
+def device_mode_in_every_thread():
+    """Enter the device mode in every thread started from now on: modes are thread-local, and
+    servers (Flask, the dynamic engine's API) compute on threads of their own."""
+    original_run = threading.Thread.run
+
+    def run_in_cpu_device_mode(self):
+        with CpuDeviceMode():
+            original_run(self)
+
+    threading.Thread.run = run_in_cpu_device_mode

@@ -69,16 +69,6 @@ def _memory_stats(*args, **kwargs):
     return collections.defaultdict(int)
 
 
-def _device_mode_in_every_thread(mode_class):
-    original_run = threading.Thread.run
-
-    def run_in_cpu_device_mode(self):
-        with mode_class():
-            original_run(self)
-
-    threading.Thread.run = run_in_cpu_device_mode
-
-
 def install():
     """``cpu_shim.install()``, then the dynamic engine's fixes (see the module docstring)."""
     if getattr(torch, _INSTALLED_FLAG, False):
@@ -96,7 +86,7 @@ def install():
     torch.cuda.memory_stats = _memory_stats
     torch.cuda.cudart = lambda: CUDART
     torch.Generator = CpuGenerator
-    _device_mode_in_every_thread(cpu_shim.CpuDeviceMode)
+    cpu_shim.device_mode_in_every_thread()
     from megatron.core.inference.contexts import dynamic_context
 
     dynamic_context.triton_append_key_value_cache = None

@@ -10,7 +10,6 @@
 
 import os
 import sys
-import threading
 
 import torch
 
@@ -39,16 +38,6 @@ class CpuGenerator(torch.Generator):
         return super().__new__(cls, "cpu")
 
 
-def _device_mode_in_every_thread(mode_class):
-    original_run = threading.Thread.run
-
-    def run_in_cpu_device_mode(self):
-        with mode_class():
-            original_run(self)
-
-    threading.Thread.run = run_in_cpu_device_mode
-
-
 def _no_cuda_assertions():
     from megatron.core.inference import communication_utils
 
@@ -66,7 +55,7 @@ def install():
         return
     cpu_shim = _cpu_shim()
     cpu_shim.install()
-    _device_mode_in_every_thread(cpu_shim.CpuDeviceMode)
+    cpu_shim.device_mode_in_every_thread()
     torch.Generator = CpuGenerator
     _no_cuda_assertions()
     _cuda_tensor_types()
