@@ -122,15 +122,16 @@ def store(path, before, results):
             pass
 
 
-def remembered(path, kind, read, to_entry, from_entry, corrupt):
+def remembered(path, kind, read, to_entry, from_entry, corrupt=None):
     """``read(path)``, or what an earlier read of this file as it is now found: ``to_entry``
     and ``from_entry`` turn the result into JSON and back (an entry of another shape is a miss),
-    and a ``corrupt`` error (its message) is remembered and raised again, as the read would."""
+    and a ``corrupt`` error (its message) is remembered and raised again, as the read would;
+    without ``corrupt`` the result carries its own errors."""
     before = stamp(path) if worth_caching(path) else None
     if before is not None:
         hit = load(path, kind)
         if isinstance(hit, dict):
-            if isinstance(hit.get("error"), str):
+            if corrupt is not None and isinstance(hit.get("error"), str):
                 raise corrupt(hit["error"])
             try:
                 return from_entry(hit)
@@ -138,7 +139,7 @@ def remembered(path, kind, read, to_entry, from_entry, corrupt):
                 pass  # an entry of another shape: read the file
     try:
         result = read(path)
-    except corrupt as exc:
+    except corrupt or () as exc:  # () catches nothing: errors inside the result
         store(path, before, {kind: {"error": str(exc)}})
         raise
     store(path, before, {kind: to_entry(result)})

@@ -56,17 +56,7 @@ class KernelTable:
 def read(path) -> KernelTable:
     """The pass's result for ``path``, from the cache when it holds it. OSError and anything
     not ``CorruptFile`` propagate (and are not remembered)."""
-    before = cache.stamp(path) if cache.worth_caching(path) else None
-    if before is not None:
-        hit = cache.load(path, KIND)
-        if isinstance(hit, dict):
-            try:
-                return KernelTable.from_cached(hit)
-            except (TypeError, ValueError):
-                pass  # an entry of another shape: read the file
-    result = _read(path)
-    cache.store(path, before, {KIND: result.as_cached()})
-    return result
+    return cache.remembered(path, KIND, _read, KernelTable.as_cached, KernelTable.from_cached)
 
 
 def _read(path):
