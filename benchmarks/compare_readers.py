@@ -58,19 +58,26 @@ def build_cases(root):
     base = samples.npu_capture(tempfile.mkdtemp(dir=root), 0)
     files = sorted(os.path.relpath(os.path.join(d, f), base) for d, _, fs in os.walk(base)
                    for f in fs)
-    for rel in files:
-        tag = rel.replace(os.sep, "_")
-        for label, keep in DAMAGE:
-            target = _copy(base, case(f"{tag}.{label}"))
-            corrupt.truncate(os.path.join(target, rel), keep)
-        corrupt.zero_bytes(os.path.join(_copy(base, case(f"{tag}.empty")), rel))
-        for seed in range(4):
-            corrupt.flip_bytes(os.path.join(_copy(base, case(f"{tag}.flip{seed}")), rel), seed)
-        corrupt.write_bytes(os.path.join(_copy(base, case(f"{tag}.garbage")), rel),
-                            os.urandom(4096))
-    for label, edit in _oddities():
-        path = _copy(base, case(f"odd.{label}"))
-        edit(os.path.join(path, samples.OUTPUT))
+    # The sample's tables are small, read by the csv module; grown past SMALL_TABLE_BYTES, the
+    # same tables go through pyarrow: both routes meet every damage and oddity.
+    grown = _grown(samples.npu_capture(tempfile.mkdtemp(dir=root), 0), samples.OUTPUT)
+    for prefix, capture, rels in (("", base, files), ("grown.", grown, [
+            os.path.join(samples.OUTPUT, name) for name in GROWN])):
+        for rel in rels:
+            tag = prefix + rel.replace(os.sep, "_")
+            for label, keep in DAMAGE:
+                target = _copy(capture, case(f"{tag}.{label}"))
+                corrupt.truncate(os.path.join(target, rel), keep)
+            corrupt.zero_bytes(os.path.join(_copy(capture, case(f"{tag}.empty")), rel))
+            for seed in range(4):
+                corrupt.flip_bytes(os.path.join(_copy(capture, case(f"{tag}.flip{seed}")), rel),
+                                   seed)
+            corrupt.write_bytes(os.path.join(_copy(capture, case(f"{tag}.garbage")), rel),
+                                os.urandom(4096))
+        for label, edit in _oddities():
+            path = _copy(capture, case(f"{prefix}odd.{label}"))
+            edit(os.path.join(path, samples.OUTPUT))
+    cases["grown"] = os.path.dirname(grown)
     trace_dir = cases["torch"]
     [trace] = [f for f in os.listdir(trace_dir) if f.endswith(".json")]
     for label, keep in DAMAGE:
@@ -118,6 +125,22 @@ def _issue_19_cases(case):
     torch_trace(both, rank=0)
 
 
+GROWN = ("kernel_details.csv", "step_trace_time.csv")
+
+
+def _grown(capture, output):
+    """``capture`` with its GROWN tables' rows repeated to 4x SMALL_TABLE_BYTES."""
+    from mindspeed_prof.output.read.csvrows import SMALL_TABLE_BYTES
+
+    for name in GROWN:
+        path = os.path.join(capture, output, name)
+        with open(path, "rb") as handle:
+            header, *rows = handle.read().splitlines(keepends=True)
+        with open(path, "wb") as handle:
+            handle.writelines([header, *rows * (1 + 4 * SMALL_TABLE_BYTES // sum(map(len, rows)))])
+    return capture
+
+
 def _copy(base, target):
     shutil.rmtree(target)
     shutil.copytree(base, os.path.join(target, os.path.basename(base)))
@@ -145,6 +168,8 @@ def _oddities():
     yield "csv_ragged", _edit(kd, ragged)
     yield "csv_lone_cr", _edit(kd, lambda d: d.replace(b"Cast", b"Ca\rst", 1))
     yield "csv_nan", _edit(kd, lambda d: d.replace(b",496.8508,", b",NaN,", 1))
+    yield "csv_tab_duration", _edit(kd, lambda d: d.replace(b",496.8508,", b",496.8508\t,", 1))
+    yield "csv_na_duration", _edit(kd, lambda d: d.replace(b",496.8508,", b",N/A,"))
     yield "step_trace_na", _edit("step_trace_time.csv", lambda d: d.replace(b",", b",N/A", 2))
     yield "trace_nan", _edit(tv, lambda d: d.replace(b'"dur":', b'"dur":NaN,"d2":', 3))
     yield "trace_bigint", _edit(tv, lambda d: d.replace(b'"pid":', b'"pid":123456789012345678901'

@@ -20,15 +20,14 @@ def add_arguments(parser):
 
 
 def run(args):
-    import json
-
     from mindspeed_prof.output.job.merge import merge_reports
+    from mindspeed_prof.output.render import jsontext
     from mindspeed_prof.output.render.check import check_table
     from mindspeed_prof.output.render.summary import summary_csv, summary_table
 
     merged = merge_reports(args.reports)
     if args.json:
-        print(json.dumps(merged.as_dict(), indent=2, default=str))
+        print(jsontext.dumps(merged.as_dict(), default=str))
     elif args.csv:
         print(summary_csv(merged.summary), end="")
     else:

@@ -8,7 +8,6 @@ least one rank was summarised (a capture read into numbers), 1 when none could b
 found, or every capture unreadable: the reason goes to stderr), 2 on a usage error.
 """
 
-import json
 import os
 import sys
 
@@ -43,6 +42,7 @@ def run(args):
 
 
 def _run(args):
+    from mindspeed_prof.output.render import jsontext
     from mindspeed_prof.output.render import memory as render_memory
     from mindspeed_prof.output.render import summary as render_summary
     from mindspeed_prof.output.summary.memory import summarize_memory
@@ -74,7 +74,7 @@ def _run(args):
             data["memory"] = render_memory.memory_dicts(memory)
         if captures:  # as memory: a run without captures keeps the JSON it always had
             data["captures"] = captures
-        print(json.dumps(data, indent=2, default=str))
+        print(jsontext.dumps(data, default=str))
     elif args.csv:
         print(render_summary.summary_csv(summary) + render_memory.memory_csv(memory), end="")
     else:

@@ -11,6 +11,7 @@ so a ``check`` answered from the cache pays for none of them.
 """
 
 import importlib
+import sys
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -27,6 +28,9 @@ class MissingDependency(Exception):
 
 def need(module: str):
     """``importlib.import_module(module)``, or ``MissingDependency`` whatever the import raised."""
+    loaded = sys.modules.get(module)
+    if loaded is not None:  # readers ask per block: import_module takes the import lock
+        return loaded
     try:
         return importlib.import_module(module)
     except Exception as exc:  # noqa: BLE001 - a broken install raises anything on import

@@ -2,6 +2,7 @@
 
 import csv
 import io
+import math
 import os
 import shutil
 
@@ -164,3 +165,49 @@ def test_any_table_csv_writes_reads_back_unchanged(tmp_path, monkeypatch, rows, 
     assert list(table.rows()) == [tuple(v.replace("\r\n", "\n") if v else v for v in r)
                                   for r in expected]
     assert table.count_rows() == len(expected)
+
+
+ODD_DURATIONS = ["2.5\t", "1_000", " 3 ", "N/A", "nan", "inf", "-inf", "", "0x10", "1e999", "-0",
+                 "NaN", "+7", "4e-3", "1.5e", "abc", "NULL", "#N/A", "1.#IND"]
+
+
+def _kernel_table(path, durations):
+    lines = ["Name,Type,Accelerator Core,Duration(us)"]
+    lines += [f"k{i % 3},T{i % 2},AI_CORE,{d}" for i, d in enumerate(durations)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _loop_sums(durations):
+    """What a Python loop over the rows gives: float() of each text, finite ones only."""
+    sums = {}
+    for i, text in enumerate(durations):
+        try:
+            value = float(text)
+        except ValueError:
+            continue
+        if math.isfinite(value):
+            total = sums.setdefault((f"k{i % 3}", f"T{i % 2}"), [0.0, 0])
+            total[0] += value
+            total[1] += 1
+    return sums
+
+
+@pytest.mark.parametrize("odd", [False, True], ids=["plain numbers", "odd texts"])
+def test_kernel_sums_equal_a_python_loop_read_as_numbers_or_again_as_text(tmp_path, monkeypatch,
+                                                                           odd):
+    # The parser reads durations as numbers; a file where one is text it does not read as a
+    # number (a TAB some CANN versions append, 1_000, N/A...) is read again as text.
+    from mindspeed_prof.output.read import kernels
+
+    durations = [f"{i * 0.37:.4f}" for i in range(2000)]  # past SMALL_TABLE_BYTES
+    if odd:
+        durations[100:100] = ODD_DURATIONS
+    routes = []
+    real = kernels._sums
+    monkeypatch.setattr(kernels, "_sums", lambda reader, table, numeric: (
+        routes.append(numeric), real(reader, table, numeric))[1])
+    result = kernels._read(_kernel_table(tmp_path / "kernel_details.csv", durations))
+    assert result.error is None and result.rows == len(durations)
+    assert {(n, k): [t, c] for n, k, t, c in result.sums} == _loop_sums(durations)
+    assert routes == ([True, False] if odd else [True])

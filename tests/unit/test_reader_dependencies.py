@@ -10,14 +10,17 @@ import sys
 
 import pytest
 
+from mindspeed_prof.output.read.csvrows import SMALL_TABLE_BYTES
 from output_fixtures import samples
 from output_fixtures.torch_traces import torch_trace
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-# (module hidden, the pip name the message must give, a capture that needs it, command)
+# (module hidden, the pip name the message must give, a capture that needs it, command);
+# "npu_big": tables past csvrows.SMALL_TABLE_BYTES, which pyarrow reads (the csv module reads
+# smaller ones: a capture of small tables needs no pyarrow for check)
 CASES = [
-    ("pyarrow", "pyarrow>=14", "npu", "check"),
+    ("pyarrow", "pyarrow>=14", "npu_big", "check"),
     ("pyarrow", "pyarrow>=14", "npu", "summary"),
     ("numpy", "numpy", "npu", "summary"),
     ("simdjson", "pysimdjson>=5", "npu", "check"),
@@ -30,6 +33,12 @@ CASES = [
 def captures(tmp_path_factory):
     root = tmp_path_factory.mktemp("deps")
     samples.two_ranks(root / "npu")
+    kernels = os.path.join(samples.npu_capture(root / "npu_big", 0), "ASCEND_PROFILER_OUTPUT",
+                           "kernel_details.csv")
+    with open(kernels) as handle:
+        header, *rows = handle.read().splitlines(keepends=True)
+    with open(kernels, "w") as handle:  # the same rows again, past SMALL_TABLE_BYTES
+        handle.writelines([header, *rows * (1 + (SMALL_TABLE_BYTES * 2) // sum(map(len, rows)))])
     torch_trace(root / "torch", rank=0)
     return root
 
@@ -61,9 +70,16 @@ def test_a_missing_parser_is_named_with_its_install_command_and_exits_2(
     assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
 
 
+def test_the_capture_that_needs_pyarrow_reads_well_with_it(captures):
+    done = cli(captures / "no_such_folder", "check", captures / "npu_big")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "valid" in done.stdout
+
+
 def test_a_broken_install_that_raises_something_else_on_import_is_named_too(tmp_path, captures):
     # a clashing conda build: the import itself fails with an AttributeError, not ImportError
-    done = cli(hidden(tmp_path, "pyarrow", error="AttributeError"), "check", captures / "npu")
+    done = cli(hidden(tmp_path, "pyarrow", error="AttributeError"), "check",
+               captures / "npu_big")
     assert done.returncode == 2
     assert "AttributeError: stand-in" in done.stderr and "pyarrow" in done.stderr
     assert "bug" not in done.stdout + done.stderr

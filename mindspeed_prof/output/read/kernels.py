@@ -22,7 +22,7 @@ from typing import List, Optional
 from .. import cache
 from ..deps import need
 from . import columns
-from .csvrows import RowReader
+from .csvrows import NotNumeric, RowReader
 from .csvtable import CsvTable
 from .errors import CorruptFile
 
@@ -65,7 +65,11 @@ def _read(path):
         table = CsvTable(path, columns.KERNEL_DETAILS)
         result.header = table.header
         reader = RowReader(path, table.body_start, table.width, [])
-        raw = _sums(reader, table)
+        try:
+            raw = _sums(reader, table, numeric=True)
+        except NotNumeric:
+            reader = RowReader(path, table.body_start, table.width, [])
+            raw = _sums(reader, table, numeric=False)
     except CorruptFile as exc:
         result.error = str(exc)
         return result
@@ -75,8 +79,10 @@ def _read(path):
     return result
 
 
-def _sums(reader, table):
-    """{(name, type) as written: [total_us, count]}, in first-seen order."""
+def _sums(reader, table, numeric):
+    """{(name, type) as written: [total_us, count]}, in first-seen order. ``numeric``: the
+    parser reads the durations as numbers (``NotNumeric`` when one is not); else as text,
+    converted here as ``float()`` would."""
     numpy = need("numpy")
     pc = need("pyarrow.compute")
 
@@ -85,13 +91,19 @@ def _sums(reader, table):
     wanted = [p for p in (name_at, type_at, duration_at) if p is not None]
     coded = [p for p in (name_at, type_at) if p is not None]
     raw = {}
-    for batch in reader.batches(wanted, coded):
-        durations = _durations(batch.column(str(duration_at)))
-        keep = _finite(durations)
-        names = _coded(pc.filter(batch.column(str(name_at)), keep))
-        kinds = _coded(pc.filter(batch.column(str(type_at)), keep)) \
-            if type_at is not None else None
-        values = pc.filter(durations, keep).to_numpy(zero_copy_only=False)
+    for batch in reader.batches(wanted, coded, [duration_at] if numeric else []):
+        durations = batch.column(str(duration_at))
+        if not numeric:
+            durations = _durations(durations)
+        names, kinds = batch.column(str(name_at)), \
+            batch.column(str(type_at)) if type_at is not None else None
+        if durations.null_count or not pc.all(pc.is_finite(durations)).as_py():
+            keep = _finite(durations)
+            names, durations = pc.filter(names, keep), pc.filter(durations, keep)
+            kinds = pc.filter(kinds, keep) if kinds is not None else None
+        names = _coded(names)
+        kinds = _coded(kinds) if kinds is not None else None
+        values = durations.to_numpy(zero_copy_only=False)
         # one bin per (name, type) code: bincount adds in row order, as a loop would
         width = len(kinds.dictionary) if kinds is not None else 1
         codes = names.indices.to_numpy(zero_copy_only=False).astype(numpy.int64) * width

@@ -1,6 +1,6 @@
 """``check``'s report as a terminal table (default) or JSON (``--json``)."""
 
-import json
+from . import jsontext
 
 from ..check.report import VALID, label
 
@@ -8,7 +8,7 @@ MAX_ERRORS_SHOWN = 5
 
 
 def check_json(report):
-    return json.dumps(report.as_dict(), indent=2, default=str)
+    return jsontext.dumps(report.as_dict(), default=str)
 
 
 def check_table(report):

@@ -2,9 +2,9 @@
 
 import csv
 import io
-import json
 
 from ..check.report import label
+from . import jsontext
 
 MS = 1000.0
 
@@ -20,7 +20,7 @@ def _ranks(numbers):
 
 
 def role_check_json(result):
-    return json.dumps(result.as_dict(), indent=2)
+    return jsontext.dumps(result.as_dict())
 
 
 def role_check_table(result):
@@ -72,7 +72,7 @@ def role_summary_table(summary):
 
 
 def role_summary_json(summary):
-    return json.dumps(summary.as_dict(), indent=2)
+    return jsontext.dumps(summary.as_dict())
 
 
 def role_summary_csv(summary):

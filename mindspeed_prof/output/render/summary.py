@@ -4,7 +4,6 @@ the CSV's ``metric`` names end in ``_us`` or are step-trace components, also µs
 
 import csv
 import io
-import json
 import statistics
 
 from ..read import columns
@@ -12,6 +11,7 @@ from ..summary import engine_steps
 from ..summary.compare import backends, merge, slow_ranks, top_items
 from .summary_table import SHORT  # noqa: F401 - the other renderers' names for components
 from .summary_table import summary_table as render_table
+from . import jsontext
 
 def summary_dict(summary):
     ranks = []
@@ -66,7 +66,7 @@ def _breakdown_over(rank_summaries):
 
 
 def summary_json(summary):
-    return json.dumps(summary_dict(summary), indent=2)
+    return jsontext.dumps(summary_dict(summary))
 
 
 def summary_csv(summary):
