@@ -129,15 +129,22 @@ GROWN = ("kernel_details.csv", "step_trace_time.csv")
 
 
 def _grown(capture, output):
-    """``capture`` with its GROWN tables' rows repeated to 4x SMALL_TABLE_BYTES."""
+    """``capture`` with its GROWN tables' rows repeated past 2x SMALL_TABLE_BYTES (less the
+    sample's one ragged row: repeated, it would make the table corrupt before any damage)."""
+    import csv
+
     from mindspeed_prof.output.read.csvrows import SMALL_TABLE_BYTES
 
     for name in GROWN:
         path = os.path.join(capture, output, name)
-        with open(path, "rb") as handle:
-            header, *rows = handle.read().splitlines(keepends=True)
-        with open(path, "wb") as handle:
-            handle.writelines([header, *rows * (1 + 4 * SMALL_TABLE_BYTES // sum(map(len, rows)))])
+        with open(path, newline="") as handle:
+            header, *rows = csv.reader(handle)
+        rows = [row for row in rows if len(row) == len(header)]
+        with open(path, "w", newline="") as handle:
+            writer = csv.writer(handle, lineterminator="\n")
+            writer.writerow(header)
+            while handle.tell() < 2 * SMALL_TABLE_BYTES:
+                writer.writerows(rows)
     return capture
 
 

@@ -15,8 +15,10 @@ def add_run_and_cache(parser, verb: str) -> None:
 def run_reader(args, body) -> int:
     """``body(args)``, with a reader's missing parser an exit-2 usage error naming it (no
     verdict) and the cache off under ``--no-cache``."""
+    from mindspeed_prof.output.allocator import keep_freed_blocks
     from mindspeed_prof.output.deps import as_usage_error
 
+    keep_freed_blocks()
     with as_usage_error():
         if args.no_cache:
             from mindspeed_prof.output import cache

@@ -24,16 +24,21 @@ from ..deps import need
 from .errors import CorruptFile
 
 # 256 KiB: pyarrow holds a few blocks per thread; a reader process peaked 36 MB lower than
-# with 1 MiB blocks (with the system allocator, below) at the same CPU time (figure 5).
+# with 1 MiB blocks (with the system allocator, below). Bigger blocks cost less CPU now that
+# pyarrow parses the durations (31 MB kernel_details.csv: 55 / 46 / 44 ms at 256 KiB / 512 KiB /
+# 1 MiB, min of 15), but kernel sums add one partial sum per block: another block size changes
+# their last digits, and the readers' numbers stay what they were.
 CHUNK_BYTES = 1 << 18
 MAX_RECORD_BYTES = 1 << 26
 # Rows of the wrong width a table may have before it counts as corrupt (or 1% of its rows).
 MAX_BAD_ROWS = 10
 EXACT_BATCH_ROWS = 1 << 16
 THREADS_MIN_BYTES = 16 << 20
-# Below this, the ``csv`` module's pass costs less than setting pyarrow up: 0.03 against 0.55 ms
-# for an 11-row op_statistic.csv, even at 21 KB (166 rows); check reads ~6 such tables a rank.
-SMALL_TABLE_BYTES = 16 << 10
+# Below this the ``csv`` module reads a table: it costs less than setting pyarrow up (0.03
+# against 0.55 ms for an 11-row op_statistic.csv; check reads ~6 such tables a rank), about as
+# much at 21 KB (0.78 against 0.67 ms), and a summary answered from the cache then imports
+# neither pyarrow nor numpy (0.1 s of a 64-rank summary's 0.4).
+SMALL_TABLE_BYTES = 64 << 10
 
 
 class _Odd(Exception):
