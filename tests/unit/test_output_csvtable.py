@@ -200,14 +200,27 @@ def test_kernel_sums_equal_a_python_loop_read_as_numbers_or_again_as_text(tmp_pa
     # number (a TAB some CANN versions append, 1_000, N/A...) is read again as text.
     from mindspeed_prof.output.read import kernels
 
-    durations = [f"{i * 0.37:.4f}" for i in range(2000)]  # past SMALL_TABLE_BYTES
+    durations = [f"{i * 0.37:.4f}" for i in range(4000)]  # past SMALL_TABLE_BYTES
     if odd:
         durations[100:100] = ODD_DURATIONS
     routes = []
     real = kernels._sums
     monkeypatch.setattr(kernels, "_sums", lambda reader, table, numeric: (
         routes.append(numeric), real(reader, table, numeric))[1])
-    result = kernels._read(_kernel_table(tmp_path / "kernel_details.csv", durations))
+    path = _kernel_table(tmp_path / "kernel_details.csv", durations)
+    assert path.stat().st_size > csvrows.SMALL_TABLE_BYTES  # pyarrow's route, not csv's
+    result = kernels._read(path)
     assert result.error is None and result.rows == len(durations)
     assert {(n, k): [t, c] for n, k, t, c in result.sums} == _loop_sums(durations)
     assert routes == ([True, False] if odd else [True])
+
+
+def test_a_small_table_read_by_the_csv_module_sums_as_a_python_loop(tmp_path):
+    # the exact pass gives text: rows without a finite duration are left out before encoding
+    from mindspeed_prof.output.read import kernels
+
+    durations = ["nan", "1.5", *ODD_DURATIONS, "2.25", "N/A", "3"]
+    path = _kernel_table(tmp_path / "kernel_details.csv", durations)
+    assert path.stat().st_size < csvrows.SMALL_TABLE_BYTES
+    result = kernels._read(path)
+    assert {(n, k): [t, c] for n, k, t, c in result.sums} == _loop_sums(durations)

@@ -157,3 +157,31 @@ def test_steps_are_found_among_other_hashes_and_at_the_very_start(tmp_path):
     assert list(tracescan._step_hits('"ProfilerStep#1"'[1:])) == [0]
     scan = tracescan.scan_trace(write(tmp_path, text))
     assert scan.steps == {4: (1.0, 9.0), 5: (10.0, 9.0)} and scan.events == 4
+
+
+@settings(max_examples=80, deadline=None)
+@given(text=st.binary(max_size=400), places=st.lists(st.integers(0, 400), max_size=6),
+       lo=st.integers(0, 30), tail=st.integers(0, 30))
+def test_the_metadata_marker_is_found_wherever_bytes_find_finds_it(text, places, lo, tail):
+    # numpy lines up its first and last bytes: every place find() reports, and no other
+    needle = tracescan._METADATA_MARKER
+    data = bytearray(text)
+    for place in sorted(places, reverse=True):
+        data[place:place] = needle
+    hi = max(lo, len(data) - tail)
+    expected, i = [], data.find(needle, lo, hi)
+    while i >= 0:
+        expected.append(i)
+        i = data.find(needle, i + 1, hi)
+    assert tracescan._marker_hits(data, needle, lo, hi, tracescan._Scratch()) == expected
+
+
+def test_process_metadata_is_found_in_every_piece_and_across_piece_sizes(tmp_path):
+    events = [{"ph": "X", "name": f"op{i}", "pid": 1, "ts": i, "dur": 1} for i in range(3000)]
+    for at, pid in ((0, 7), (1500, 8), (2999, 9)):  # first, middle, last event of the file
+        events.insert(at, {"ph": "M", "name": "process_name", "pid": pid,
+                           "args": {"name": f"lane {pid}"}})
+    path = write(tmp_path, json.dumps(events))
+    for chunk in (64, 1000, 1 << 20):
+        assert tracescan.scan_trace(path, chunk).processes == {7: "lane 7", 8: "lane 8",
+                                                                9: "lane 9"}

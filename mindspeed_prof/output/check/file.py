@@ -57,10 +57,7 @@ def load_parsers():
     """Import what ``check_file`` parses with (before a fork: the workers share it)."""
     for module in ("numpy", "pyarrow.csv", "simdjson"):
         need(module)
-    pc = need("pyarrow.compute")
-
-    pa = csvrows.setup_pyarrow()
-    pc.dictionary_encode(pa.array(["a"]))  # kernel_details.csv's sums (read/kernels.py)
+    csvrows.setup_pyarrow()  # pyarrow.compute is left out: only odd tables need it
 
 
 def remembered(path, name=None):

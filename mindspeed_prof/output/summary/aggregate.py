@@ -39,14 +39,11 @@ def merge_into(target, items):
 
 
 def load_parsers():
-    """Import what the summary reads with and set up pyarrow's compute functions (~45 MB the
-    first time one runs), before a fork: the workers share it."""
+    """Import what the summary reads with, before a fork: the workers share it
+    (pyarrow.compute is left out: only odd tables need it, ``read/kernels.py``)."""
     for module in ("msgspec", "numpy", "pyarrow.csv"):
         need(module)
-    pc = need("pyarrow.compute")
-
-    pa = setup_pyarrow()
-    pc.dictionary_encode(pa.array(["a"]))
+    setup_pyarrow()
 
 
 def kernel_totals(path):
