@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from mindspeed_prof.output.read import jsonstream, tracescan
 from mindspeed_prof.output.read.errors import CorruptFile
+from mindspeed_prof.output.read.scratch import BoolScratch
 from output_fixtures import samples
 
 SMALL = 256  # bytes per read: forces many cuts inside events, strings and numbers
@@ -173,7 +174,7 @@ def test_the_metadata_marker_is_found_wherever_bytes_find_finds_it(text, places,
     while i >= 0:
         expected.append(i)
         i = data.find(needle, i + 1, hi)
-    assert tracescan._marker_hits(data, needle, lo, hi, tracescan._Scratch()) == expected
+    assert tracescan._marker_hits(data, needle, lo, hi, BoolScratch(2)) == expected
 
 
 def test_process_metadata_is_found_in_every_piece_and_across_piece_sizes(tmp_path):

@@ -22,6 +22,7 @@ import sys
 from .. import parallel
 from ..deps import need
 from .errors import CorruptFile
+from .scratch import BoolScratch
 
 # 256 KiB: pyarrow holds a few blocks per thread; a reader process peaked 36 MB lower than
 # with 1 MiB blocks (with the system allocator, below). Bigger blocks cost less CPU now that
@@ -98,7 +99,6 @@ class RowReader:
         ``NotNumeric`` when a ``numeric`` column holds text that is not a number."""
         pa = need("pyarrow")
 
-        self.rows = 0
         try:
             for batch in self._fast(wanted, coded, numeric):
                 yield batch
@@ -128,7 +128,8 @@ class RowReader:
 
     def _fast(self, wanted, coded=(), numeric=()):
         """pyarrow over the checked bytes; raises ``_Odd`` for the exact pass."""
-        if _small(self.path, self.start):
+        size = _size(self.path)
+        if size is not None and size - self.start < SMALL_TABLE_BYTES:
             raise _Odd()  # the exact pass reads it, and costs less
         pacsv = need("pyarrow.csv")
 
@@ -136,7 +137,7 @@ class RowReader:
         source = _Checked(self.path, self.start)
         coded_text = pa.dictionary(pa.int32(), pa.string())
         names = [str(i) for i in range(self.width)]
-        read = pacsv.ReadOptions(use_threads=self._threads(), block_size=CHUNK_BYTES,
+        read = pacsv.ReadOptions(use_threads=self._threads(size), block_size=CHUNK_BYTES,
                                  column_names=names)
         parse = pacsv.ParseOptions(newlines_in_values=True, invalid_row_handler=self._skip)
         convert = pacsv.ConvertOptions(include_columns=[names[p] for p in wanted],
@@ -166,15 +167,11 @@ class RowReader:
             raise _Odd()
         self.bad_rows = self._fast_bad
 
-    def _threads(self):
+    def _threads(self, size):
         """pyarrow's threads for a big table only: a small one is read before they help, and a
         process that ends just after a threaded read aborted at exit now and then ("terminate
         called without an active exception", 2 in ~150 `summary` runs on cached captures)."""
-        try:
-            big = os.path.getsize(self.path) >= THREADS_MIN_BYTES
-        except OSError:
-            big = False
-        return big and parallel.threads_allowed()
+        return size is not None and size >= THREADS_MIN_BYTES and parallel.threads_allowed()
 
     def _skip(self, row):
         self._fast_bad += 1
@@ -229,11 +226,11 @@ class RowReader:
             self.first_bad = f"line {line} has {got} columns, the header has {self.width}"
 
 
-def _small(path, start):
+def _size(path):
     try:
-        return os.path.getsize(path) - start < SMALL_TABLE_BYTES
+        return os.path.getsize(path)
     except OSError:
-        return False  # the pass that opens it says why
+        return None  # the pass that opens it says why
 
 
 def setup_pyarrow():
@@ -297,7 +294,7 @@ class _Checked:
         self.lone_cr = False
         self.quotes = 0
         self.closed = False
-        self._scratch = None
+        self._scratch = BoolScratch()
 
     def read(self, size=-1):
         if self.error is not None:
@@ -329,16 +326,13 @@ class _Checked:
         return raw
 
     def _quotes(self, raw):
-        """How many ``"`` bytes ``raw`` holds. numpy compares many bytes at a time (into one
-        array kept from block to block: fresh pages cost system time); ``bytes.count`` goes
-        byte by byte, and was two thirds of this scan's CPU (10 of 14.7 ms per 31 MB)."""
+        """How many ``"`` bytes ``raw`` holds. numpy compares many bytes at a time (into a
+        kept array, scratch.py); ``bytes.count`` goes byte by byte, and was two thirds of this
+        scan's CPU (10 of 14.7 ms per 31 MB)."""
         numpy = need("numpy")
 
-        if self._scratch is None or len(self._scratch) < len(raw):
-            # a block is CHUNK_BYTES and the few bytes carried over: room for both, once
-            self._scratch = numpy.empty(1 << max(len(raw) - 1, 1).bit_length(), bool)
-        found = numpy.equal(numpy.frombuffer(raw, numpy.uint8), 0x22,
-                            out=self._scratch[:len(raw)])
+        [found] = self._scratch.views(len(raw))
+        numpy.equal(numpy.frombuffer(raw, numpy.uint8), 0x22, out=found)
         return int(numpy.count_nonzero(found))
 
     def _fault(self, index, what):
@@ -366,8 +360,6 @@ class _Checked:
 
     def writable(self):
         return False
-
-
 
 
 def _unfinished_tail(raw):

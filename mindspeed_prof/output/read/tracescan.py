@@ -18,6 +18,7 @@ from .. import cache
 from ..deps import need
 from . import jsonstream
 from .errors import CorruptFile
+from .scratch import BoolScratch
 
 STEP_PREFIX = "ProfilerStep#"
 # Text every event ``take`` keeps contains. "process_" is found by numpy (``_marker_hits``);
@@ -114,7 +115,7 @@ def remembered_scan(path):
 
 def scan_trace(path, chunk=jsonstream.CHUNK_BYTES):
     """Validate the whole trace; raises ``CorruptFile``. Returns a ``TraceScan``."""
-    scan, scratch = TraceScan(), _SCRATCH
+    scan = TraceScan()
     for piece, result in jsonstream.pieces(path, _Validator(), chunk):
         if piece is None:
             scan.events += len(result)
@@ -122,7 +123,7 @@ def scan_trace(path, chunk=jsonstream.CHUNK_BYTES):
                 scan.take(event)
         else:
             scan.events += result
-            for event in _marked_events(piece.data, piece.lo, piece.hi, scratch):
+            for event in _marked_events(piece.data, piece.lo, piece.hi, _SCRATCH):
                 scan.take(event)
     return scan
 
@@ -179,9 +180,10 @@ def _marker_hits(data, needle, lo, hi, scratch):
         return []
     text = numpy.frombuffer(data, numpy.uint8, count=hi - lo, offset=lo)
     starts = len(text) - last
-    marks, lined_up, other = scratch.buffers(starts)
+    lined_up, other = scratch.views(starts)
     numpy.equal(text[last:], needle[last], out=lined_up)
     numpy.logical_and(lined_up, numpy.equal(text[:starts], needle[0], out=other), out=lined_up)
+    marks = scratch.raw(0)  # lined_up's bytes
     hits, i = [], marks.find(1, 0, starts)
     while i >= 0:
         if data.startswith(needle, lo + i):
@@ -190,24 +192,5 @@ def _marker_hits(data, needle, lo, hi, scratch):
     return hits
 
 
-class _Scratch:
-    """The arrays ``_marker_hits`` fills, kept from piece to piece and file to file (one set
-    per process, 3 MB for 1 MB pieces). Fresh arrays are fresh pages: per piece their faults
-    cost half the time the search saved; per file, 3,100 more page faults per 95 MB trace.
-    The first is a bytearray seen by numpy as bools, so that ``bytearray.find`` scans it."""
-
-    def __init__(self):
-        self._arrays = None
-
-    def buffers(self, size):
-        """(marks as a bytearray, the same as a bool array of ``size``, another bool array)."""
-        if self._arrays is None or len(self._arrays[0]) < size:
-            numpy = need("numpy")
-            room = 1 << max(size - 1, 1).bit_length()  # pieces differ by a few bytes: no
-            marks = bytearray(room)  # regrowth
-            self._arrays = (marks, numpy.frombuffer(marks, bool), numpy.empty(room, bool))
-        marks, lined_up, other = self._arrays
-        return marks, lined_up[:size], other[:size]
-
-
-_SCRATCH = _Scratch()
+# one per process, 2 MB for 1 MB pieces (scratch.py says why they are kept)
+_SCRATCH = BoolScratch(2)

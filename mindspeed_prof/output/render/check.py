@@ -1,8 +1,7 @@
 """``check``'s report as a terminal table (default) or JSON (``--json``)."""
 
-from . import jsontext
-
 from ..check.report import VALID, label
+from . import jsontext
 
 MAX_ERRORS_SHOWN = 5
 

@@ -9,9 +9,10 @@ import statistics
 from ..read import columns
 from ..summary import engine_steps
 from ..summary.compare import backends, merge, slow_ranks, top_items
+from . import jsontext
 from .summary_table import SHORT  # noqa: F401 - the other renderers' names for components
 from .summary_table import summary_table as render_table
-from . import jsontext
+
 
 def summary_dict(summary):
     ranks = []
