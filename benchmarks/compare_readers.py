@@ -129,22 +129,12 @@ GROWN = ("kernel_details.csv", "step_trace_time.csv")
 
 
 def _grown(capture, output):
-    """``capture`` with its GROWN tables' rows repeated past 2x SMALL_TABLE_BYTES (less the
-    sample's one ragged row: repeated, it would make the table corrupt before any damage)."""
-    import csv
-
+    """``capture`` with its GROWN tables' rows repeated past 2x SMALL_TABLE_BYTES."""
     from mindspeed_prof.output.read.csvrows import SMALL_TABLE_BYTES
+    from output_fixtures import samples
 
     for name in GROWN:
-        path = os.path.join(capture, output, name)
-        with open(path, newline="") as handle:
-            header, *rows = csv.reader(handle)
-        rows = [row for row in rows if len(row) == len(header)]
-        with open(path, "w", newline="") as handle:
-            writer = csv.writer(handle, lineterminator="\n")
-            writer.writerow(header)
-            while handle.tell() < 2 * SMALL_TABLE_BYTES:
-                writer.writerows(rows)
+        samples.grow_table(os.path.join(capture, output, name), 2 * SMALL_TABLE_BYTES)
     return capture
 
 

@@ -88,6 +88,19 @@ def npu_capture(parent, rank=0, *, timestamp="20230919172259000", sample=None,
     return path
 
 
+def grow_table(path, past_bytes):
+    """Repeat the rows of the CSV table ``path`` until it is longer than ``past_bytes`` (the
+    sample's one ragged row left out: repeated, it would make the table corrupt)."""
+    with open(path, newline="") as handle:
+        header, *rows = csv.reader(handle)
+    rows = [row for row in rows if len(row) == len(header)]
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(header)
+        while handle.tell() <= past_bytes:
+            writer.writerows(rows)
+
+
 def write_op_statistic(kernel_details, target, device_id=None):
     """op_statistic.csv as CANN writes it, aggregated from a kernel_details.csv.
 

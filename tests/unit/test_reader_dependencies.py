@@ -4,7 +4,6 @@ is named with the command that installs it, exit 2, and no file is called corrup
 Each case hides one package behind a stand-in on sys.path whose import fails, in a fresh
 interpreter (the test process has the real packages loaded already)."""
 
-import csv
 import os
 import subprocess
 import sys
@@ -34,16 +33,9 @@ CASES = [
 def captures(tmp_path_factory):
     root = tmp_path_factory.mktemp("deps")
     samples.two_ranks(root / "npu")
-    kernels = os.path.join(samples.npu_capture(root / "npu_big", 0), "ASCEND_PROFILER_OUTPUT",
-                           "kernel_details.csv")
-    with open(kernels, newline="") as handle:
-        header, *rows = csv.reader(handle)
-    rows = [row for row in rows if len(row) == len(header)]  # the sample's one ragged row
-    with open(kernels, "w", newline="") as handle:  # the same rows again, past the threshold
-        writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(header)
-        while handle.tell() < 2 * SMALL_TABLE_BYTES:
-            writer.writerows(rows)
+    samples.grow_table(os.path.join(samples.npu_capture(root / "npu_big", 0),
+                                    "ASCEND_PROFILER_OUTPUT", "kernel_details.csv"),
+                       2 * SMALL_TABLE_BYTES)
     torch_trace(root / "torch", rank=0)
     return root
 
