@@ -4,7 +4,7 @@ YAML and environment values fill only the knobs the command line did not set, so
 what was typed, not just the parsed values (a typed value may equal the default).
 """
 
-from mindspeed_prof.config import KNOBS, flag_name
+from mindspeed_prof.config.profiler_config import KNOBS, flag_name
 
 RANKS_FLAG = "--profile-ranks"
 _FLAG_TO_KNOB = {flag_name(knob): knob for knob in KNOBS}

@@ -11,9 +11,9 @@ names (levels, metrics) are checked case-insensitively by ProfilerConfig rather 
 
 import argparse
 
-from mindspeed_prof import kinds
-from mindspeed_prof.config import KNOBS, flag_name
-from mindspeed_prof.ranks import format_selection
+from mindspeed_prof.config import kinds
+from mindspeed_prof.config.profiler_config import KNOBS, flag_name
+from mindspeed_prof.config.ranks import format_selection
 
 GROUP_TITLE = "profiling (mindspeed_prof)"
 

@@ -16,7 +16,7 @@ environment, YAML), never by the value alone.
 
 from typing import Optional, Tuple
 
-from mindspeed_prof.ranks import format_selection
+from mindspeed_prof.config.ranks import format_selection
 
 # Megatron-LM's own defaults, by the release that introduced them (ProfilingConfig.profile_ranks).
 MEGATRON_OLD_DEFAULT = [0]       # core_v0.12 .. core_v0.16

@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import FrozenSet, List
 
-from mindspeed_prof.config import KNOBS, ProfilerConfig, flag_name
+from mindspeed_prof.config.profiler_config import KNOBS, ProfilerConfig, flag_name
 from mindspeed_prof.errors import ConfigError
 
 from . import argv as argv_tools

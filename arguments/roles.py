@@ -16,8 +16,8 @@ as they override a training YAML.
 import os
 from typing import Mapping, Optional, Union
 
-from mindspeed_prof import names
-from mindspeed_prof.config import ProfilerConfig
+from mindspeed_prof.config import names
+from mindspeed_prof.config.profiler_config import ProfilerConfig
 from mindspeed_prof.errors import ConfigError
 
 from .messages import closest

@@ -9,7 +9,7 @@ import os
 
 import yaml
 
-from mindspeed_prof.config import KNOBS, describe_kind
+from mindspeed_prof.config.profiler_config import KNOBS, describe_kind
 from mindspeed_prof.errors import ConfigError
 
 from .messages import closest

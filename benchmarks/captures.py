@@ -97,7 +97,7 @@ def _rank_main(rank, port, tmp, units, reps, queue):
     import torch.distributed as dist
 
     from mindspeed_prof import ProfilerConfig
-    from mindspeed_prof.recorder import WindowRecorder
+    from mindspeed_prof.recording.recorder import WindowRecorder
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=2)
@@ -141,7 +141,7 @@ def _rank_main(rank, port, tmp, units, reps, queue):
             dist.all_reduce(x)
         return (now_ns() - began) / units
 
-    from mindspeed_prof import exchange
+    from mindspeed_prof.control import exchange
 
     payload = {"request": None, "spike": None}
     calls = [lambda: dist.broadcast_object_list([payload], src=0),
@@ -210,7 +210,7 @@ def _wait_rows(quick):
     import torch
     import torch.distributed as dist
 
-    from mindspeed_prof import collective_wait
+    from mindspeed_prof.control import collective_wait
 
     n, reps = (2_000, 3) if quick else (20_000, 15)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))

@@ -19,8 +19,8 @@ import time
 import torch.autograd.profiler as autograd_profiler
 import torch.profiler.profiler as torch_profiler
 
-from mindspeed_prof import recorder as recorder_module
-from mindspeed_prof import manifest as manifest_module
+from mindspeed_prof.recording import recorder as recorder_module
+from mindspeed_prof.recording import manifest as manifest_module
 from mindspeed_prof.backends import torch_backend
 
 from .model import TinyGPT

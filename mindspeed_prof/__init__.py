@@ -20,7 +20,7 @@ if os.path.isfile(os.path.join(_CHECKOUT, "setup.py")) and os.path.isdir(
 def __getattr__(name):
     # Lazy, so that `import mindspeed_prof` (done by the autoload hook) costs almost nothing.
     if name == "ProfilerConfig":
-        from .config import ProfilerConfig
+        from .config.profiler_config import ProfilerConfig
         return ProfilerConfig
     if name in ("ProfilerManager", "TrainingDriver"):
         from .drivers import training

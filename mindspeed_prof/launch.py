@@ -37,7 +37,7 @@ def main(argv=None):
         print(f"mindspeed_prof.launch: error: training script {script!r} not found; give the path "
               f"of the entry script (e.g. pretrain_gpt.py) as the first argument.", file=sys.stderr)
         return 2
-    from mindspeed_prof.exits import exit_reason, note_process_outcome
+    from mindspeed_prof.recording.exits import exit_reason, note_process_outcome
     from mindspeed_prof.patches import activate
 
     sys.argv = [script] + script_args

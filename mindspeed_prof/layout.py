@@ -19,7 +19,7 @@ import os
 import re
 from typing import Optional, Tuple
 
-from .units import UNITS, Unit
+from .config.units import UNITS, Unit
 
 MANIFEST_TEMPLATE = "profile_manifest_rank{rank}.json"
 # profile_manifest_rank{R}.{run}.json: another job's manifest already had the plain name

@@ -13,10 +13,10 @@ Rank and world size default to torch.distributed (when initialised) or torchrun'
 
 from typing import Any, Literal, Optional
 
-from .config import ProfilerConfig
+from .config.profiler_config import ProfilerConfig
 from .drivers.training import TrainingDriver
-from .environment import rank_from_env
-from .exits import exit_reason
+from .recording.environment import rank_from_env
+from .recording.exits import exit_reason
 
 
 class profile:

@@ -2,6 +2,6 @@
 training driver ``drivers/training.py`` (DESIGN §6)."""
 
 from .drivers.training import ProfilerManager
-from .startup import check_save_path, preflight
+from .recording.startup import check_save_path, preflight
 
 __all__ = ["ProfilerManager", "check_save_path", "preflight"]

@@ -29,7 +29,8 @@ import os
 import sys
 from typing import List, Optional
 
-from mindspeed_prof import http_control, log
+from mindspeed_prof.control import http_control
+from mindspeed_prof import log
 from mindspeed_prof.patches.state import state, usage_exit
 
 _mailbox: Optional[List[int]] = None  # [read fd, write fd] on rank 0 of a 0.17/0.18 server

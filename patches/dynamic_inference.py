@@ -35,11 +35,11 @@ import sys
 import threading
 import weakref
 
-from mindspeed_prof import ranks
+from mindspeed_prof.config import ranks
 from mindspeed_prof.drivers.base import NULL_DRIVER
 from mindspeed_prof.drivers.engine import EngineStepDriver
 from mindspeed_prof.errors import ConfigError
-from mindspeed_prof.exits import SIGNAL_FLUSH_TIMEOUT_S, exit_reason
+from mindspeed_prof.recording.exits import SIGNAL_FLUSH_TIMEOUT_S, exit_reason
 from mindspeed_prof.patches import dynamic_control, import_hooks
 from mindspeed_prof.patches.engine_config import engine_config, megatron_args
 from mindspeed_prof.patches.state import registry, state, usage_exit
@@ -96,7 +96,7 @@ def _start_driver(engine):
 
 
 def _close_at_exit(driver):
-    from mindspeed_prof.exits import process_end_reason
+    from mindspeed_prof.recording.exits import process_end_reason
 
     reason, detail = process_end_reason()
     driver.close(reason, detail or f"the process ended after {driver.steps} engine steps",

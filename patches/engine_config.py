@@ -32,7 +32,7 @@ def engine_config(rank=0, world_size=1):
     if state.activated_by is None:
         return None  # nothing on the command line asked for profiling
     from mindspeed_prof.arguments import resolve_profile_flags
-    from mindspeed_prof.startup import preflight
+    from mindspeed_prof.recording.startup import preflight
 
     argv = state.argv if state.argv is not None else sys.argv[1:]
     try:

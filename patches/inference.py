@@ -26,11 +26,12 @@ import os
 import sys
 import threading
 
-from mindspeed_prof import log, ranks
+from mindspeed_prof import log
+from mindspeed_prof.config import ranks
 from mindspeed_prof.drivers.base import NULL_DRIVER
 from mindspeed_prof.drivers.inference import RequestDriver
 from mindspeed_prof.errors import ConfigError
-from mindspeed_prof.exits import process_end_reason
+from mindspeed_prof.recording.exits import process_end_reason
 from mindspeed_prof.patches import import_hooks
 from mindspeed_prof.patches.engine_config import engine_config, megatron_args
 from mindspeed_prof.patches.state import registry, state, usage_exit

@@ -18,12 +18,12 @@ from mindspeed_prof.arguments import add_profile_args, resolve_args
 from mindspeed_prof.arguments.argv import ints_only_ranks_argv, rank_tokens
 from mindspeed_prof.arguments.messages import with_fix
 from mindspeed_prof.errors import ConfigError
-from mindspeed_prof.startup import preflight
+from mindspeed_prof.recording.startup import preflight
 from mindspeed_prof.patches import megatron_host_profiling as host_profiling
 from mindspeed_prof.patches import sigterm
 from mindspeed_prof.patches.megatron_memory import take_over_memory_history
 from mindspeed_prof.patches.state import state, usage_exit
-from mindspeed_prof.ranks import parse_rank_tokens
+from mindspeed_prof.config.ranks import parse_rank_tokens
 
 PARSE_ARGS = "megatron.training.arguments.parse_args"
 VALIDATE_ARGS = "megatron.training.arguments.validate_args"

@@ -10,15 +10,15 @@ restart gets a fresh one. ``train_step`` passes its arguments and its result thr
 import functools
 import sys
 
-from mindspeed_prof import ranks
+from mindspeed_prof.config import ranks
 from mindspeed_prof.errors import ConfigError
-from mindspeed_prof.exits import exit_reason
+from mindspeed_prof.recording.exits import exit_reason
 from mindspeed_prof.drivers.base import NULL_DRIVER
 from mindspeed_prof.drivers.training import TrainingDriver
 from mindspeed_prof.patches import sigterm
 from mindspeed_prof.patches.state import registry, state, usage_exit
 from mindspeed_prof.patches.topology import distributed_args, rank_and_world, rank_layout
-from mindspeed_prof.window import train_limit
+from mindspeed_prof.config.window import train_limit
 
 TRAIN = "megatron.training.training.train"
 TRAIN_STEP = "megatron.training.training.train_step"

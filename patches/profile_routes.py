@@ -25,7 +25,8 @@ import functools
 import sys
 import threading
 
-from mindspeed_prof import http_control, log
+from mindspeed_prof.control import http_control
+from mindspeed_prof import log
 from mindspeed_prof.patches import dynamic_control, import_hooks
 from mindspeed_prof.patches.state import registry, state
 
@@ -243,8 +244,8 @@ def _knobs(window):
 def _from_rank0(value, rank, world):
     import torch.distributed as dist
 
-    from mindspeed_prof import exchange
-    from mindspeed_prof.trigger import _collective_device
+    from mindspeed_prof.control import exchange
+    from mindspeed_prof.control.trigger import _collective_device
 
     if world <= 1 or not (dist.is_available() and dist.is_initialized()):
         return value

@@ -1,4 +1,4 @@
-"""SIGTERM inside a Megatron job: the core's flush-on-signal (``mindspeed_prof.exits``), taken early.
+"""SIGTERM inside a Megatron job: the core's flush-on-signal (``mindspeed_prof.recording.exits``), taken early.
 
 When one rank fails, torchrun sends SIGTERM to the others (SIGKILL 30 s later); SLURM's time
 limit, ``scancel`` and a container stop send it to every process of the job. The core's handler
@@ -10,7 +10,7 @@ ends training through ``sys.exit`` at the end of the iteration, and ``train()``'
 flushes inside ``exits.final_flush()``.
 """
 
-from mindspeed_prof import exits
+from mindspeed_prof.recording import exits
 
 # torchrun's SIGKILL follows its SIGTERM after 30 s: the core's bound.
 FLUSH_TIMEOUT_S = exits.SIGNAL_FLUSH_TIMEOUT_S

@@ -44,7 +44,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-# What makes torch_npu start a profiler or an allocator recorder of its own (mindspeed_prof/armed.py)
+# What makes torch_npu start a profiler or an allocator recorder of its own (mindspeed_prof/recording/armed.py)
 TORCH_NPU_ARMING = ("PROF_CONFIG_PATH", "MSMONITOR_USE_DAEMON", "KINETO_USE_DAEMON",
                     "PROFILER_SAMPLECONFIG", "PROFILING_MODE", "OOM_SNAPSHOT_ENABLE")
 

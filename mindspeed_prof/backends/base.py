@@ -89,6 +89,6 @@ class Backend:
 
 def not_applicable(config, knobs):
     """The knobs set away from their defaults that this backend cannot honour, as flag names."""
-    from ..config import KNOBS, flag_name
+    from ..config.profiler_config import KNOBS, flag_name
 
     return [flag_name(k) for k in knobs if getattr(config, k) != KNOBS[k].default]

@@ -24,7 +24,8 @@ import pickle
 import threading
 from typing import Any, Callable, List, Optional
 
-from .. import layout, log
+from .. import layout
+from .. import log
 
 Report = Callable[[str, str, str], None]
 HISTORY_FLAGS = ("--profile-memory-snapshot", "--profile-memory-oom")

@@ -14,7 +14,7 @@ import signal
 import threading
 
 from .. import layout
-from ..errorcapture import capture_error_lines
+from .errorcapture import capture_error_lines
 from ..errors import BackendUnavailable
 from . import npu_mstx, npu_options
 from .base import Backend

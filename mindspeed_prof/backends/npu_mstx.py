@@ -12,7 +12,7 @@ installed wheel, not compared by version. Never imports torch_npu: the backend h
 
 from typing import Any, Literal, Optional
 
-from ..config import MSTX_DOMAIN
+from ..config.profiler_config import MSTX_DOMAIN
 
 
 class MstxRange:

@@ -9,7 +9,7 @@ each dropped flag. Behaviour that no signature shows is the one place a version 
 import inspect
 import re
 
-from ..config import NPU_KEYWORDS, flag_name
+from ..config.profiler_config import NPU_KEYWORDS, flag_name
 
 LEVEL_ATTR = {"level_none": "Level_none", "level0": "Level0", "level1": "Level1",
               "level2": "Level2"}

@@ -27,7 +27,7 @@ import warnings
 import torch
 
 from .. import layout
-from ..config import NPU_KEYWORDS
+from ..config.profiler_config import NPU_KEYWORDS
 from . import trace_steps
 from .base import Backend, not_applicable
 

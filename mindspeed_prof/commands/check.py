@@ -7,7 +7,7 @@ node's share of the ranks is checked; ``--report`` writes it, with its summary n
 ``mindspeed-prof merge``.
 """
 
-from mindspeed_prof import ranks
+from mindspeed_prof.config import ranks
 from mindspeed_prof.errors import ConfigError
 
 from .reading import add_run_and_cache, run_reader

@@ -9,16 +9,17 @@ import dataclasses
 import json
 import os
 
-from mindspeed_prof import backends, ranks
+from mindspeed_prof import backends
+from mindspeed_prof.config import ranks
 from mindspeed_prof.arguments import add_recorded_profile_flags, resolve_profile_flags
 from mindspeed_prof.arguments.host_defaults import megatron_default_for
 from mindspeed_prof.backends import describe
 from mindspeed_prof.errors import BackendUnavailable, ConfigError
-from mindspeed_prof.plan import make_plan
-from mindspeed_prof.startup import check_save_path, memory_device, refuse_armed_profilers
+from mindspeed_prof.recording.plan import make_plan
+from mindspeed_prof.recording.startup import check_save_path, memory_device, refuse_armed_profilers
 from mindspeed_prof.commands import show_http as notices_http
-from mindspeed_prof.units import ENGINE_STEP, ITERATION, REQUEST, UNITS, describe_window
-from mindspeed_prof.window import StepSchedule, passed_windows
+from mindspeed_prof.config.units import ENGINE_STEP, ITERATION, REQUEST, UNITS, describe_window
+from mindspeed_prof.config.window import StepSchedule, passed_windows
 
 HELP = "Print the resolved profiling config and the exact profiler call, without training."
 # Windows printed on the terminal (all of them go into --json, up to this many).
@@ -129,7 +130,7 @@ def resolve(args):
                                f"{config.profile_trigger_poll} {unit.plural})"}
     captures = None
     if config.captures:
-        from mindspeed_prof.capture_words import rules_in_words
+        from mindspeed_prof.control.capture_words import rules_in_words
 
         chosen = ("the selected rank(s) resolved inside the job" if selection_note else
                   f"the selected rank(s) {','.join(map(str, plan.selected_ranks))}")
@@ -229,7 +230,7 @@ def _trigger_example(plan, http=False):
 def _capture_example(plan):
     """The session of the earliest capture a rule could take (for the call shown): at the first
     poll after the warm-up and the median's first samples."""
-    from mindspeed_prof.anomaly import MIN_SAMPLES
+    from mindspeed_prof.control.anomaly import MIN_SAMPLES
 
     config = plan.config
     poll, ready = config.profile_trigger_poll, plan.first + config.profile_capture_warmup + MIN_SAMPLES

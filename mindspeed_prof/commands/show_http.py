@@ -1,9 +1,9 @@
 """What ``show-config`` says about serving processes: the HTTP control of a server, and the
 dynamic engine's steps (``--unit request`` / ``--unit engine-step``)."""
 
-from mindspeed_prof.http_control import engine_defaults
-from mindspeed_prof.units import ENGINE_STEP
-from mindspeed_prof.window import OPEN_ENDED, StepSchedule
+from mindspeed_prof.control.http_control import engine_defaults
+from mindspeed_prof.config.units import ENGINE_STEP
+from mindspeed_prof.config.window import OPEN_ENDED, StepSchedule
 
 
 def http_plan(config, unit):

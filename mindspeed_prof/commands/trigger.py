@@ -8,7 +8,8 @@ next N iterations. ``--status`` shows what each rank is doing; ``--wait S`` wait
 import os
 import time
 
-from mindspeed_prof import ranks, trigger
+from mindspeed_prof.config import ranks
+from mindspeed_prof.control import trigger
 from mindspeed_prof.errors import ConfigError
 
 HELP = "Ask a running job (started with --profile-trigger-file FILE) to profile the next N steps."

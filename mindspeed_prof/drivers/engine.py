@@ -31,12 +31,12 @@ import threading
 import time
 from typing import Any, Dict, Iterator, List, Optional
 
-from ..config import ProfilerConfig
-from ..exits import exit_reason
-from ..manifest import Manifest
-from ..on_demand import WindowRequest
-from ..recorder import WindowRecorder
-from ..units import ENGINE_STEP
+from ..config.profiler_config import ProfilerConfig
+from ..recording.exits import exit_reason
+from ..recording.manifest import Manifest
+from ..config.window import WindowRequest
+from ..recording.recorder import WindowRecorder
+from ..config.units import ENGINE_STEP
 from .base import NULL_DRIVER, RecorderView
 
 DUMMY = "dummy"

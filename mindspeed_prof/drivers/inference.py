@@ -39,11 +39,11 @@ import threading
 from collections.abc import Iterator as LazyResult
 from typing import Any, Callable, ContextManager, Iterator, Optional, Tuple
 
-from ..config import ProfilerConfig
-from ..exits import exit_reason
-from ..manifest import Manifest
-from ..recorder import WindowRecorder
-from ..units import REQUEST
+from ..config.profiler_config import ProfilerConfig
+from ..recording.exits import exit_reason
+from ..recording.manifest import Manifest
+from ..recording.recorder import WindowRecorder
+from ..config.units import REQUEST
 from .base import NULL_DRIVER, RecorderView
 from .streams import ABANDONED, Advancing, Stream
 

@@ -28,13 +28,13 @@ import threading
 from typing import Any, ContextManager, Dict, Literal, Optional
 
 from .. import layout
-from ..config import ProfilerConfig
-from ..environment import rank_from_env
+from ..config.profiler_config import ProfilerConfig
+from ..recording.environment import rank_from_env
 from ..errors import ConfigError
-from ..exits import exit_reason
-from ..recorder import Failure, WindowRecorder
-from ..units import RL_STEP
-from ..window import TrainIters
+from ..recording.exits import exit_reason
+from ..recording.recorder import Failure, WindowRecorder
+from ..config.units import RL_STEP
+from ..config.window import TrainIters
 from .base import NULL_DRIVER
 
 STAGE_RANGE = "stage:{name}"

@@ -15,9 +15,9 @@ name it has always had.
 
 from typing import Any, Callable, Optional, TypeVar
 
-from ..config import ProfilerConfig
-from ..recorder import WindowRecorder
-from ..units import ITERATION
+from ..config.profiler_config import ProfilerConfig
+from ..recording.recorder import WindowRecorder
+from ..config.units import ITERATION
 from .base import RecorderView
 
 T = TypeVar("T")

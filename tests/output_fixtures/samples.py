@@ -164,7 +164,7 @@ def two_ranks(parent):
 
 
 def write_manifest(parent, rank, **fields):
-    """A profile_manifest_rank{R}.json in our schema (mindspeed_prof.manifest)."""
+    """A profile_manifest_rank{R}.json in our schema (mindspeed_prof.recording.manifest)."""
     data = {
         "schema": 1, "tool": "mindspeed_prof", "tool_version": "test", "rank": rank,
         "world_size": 2, "local_rank": rank, "hostname": "test", "pid": 1,
@@ -184,7 +184,7 @@ def write_manifest(parent, rank, **fields):
 
 def write_run_manifest(parent, rank, run_id, started_ns, files, **fields):
     """One job's manifest for ``rank`` (the plain name when free, else the job's own, as
-    mindspeed_prof.manifest claims it), listing ``files`` (paths under ``parent``)."""
+    mindspeed_prof.recording.manifest claims it), listing ``files`` (paths under ``parent``)."""
     import time
 
     parent = str(parent)

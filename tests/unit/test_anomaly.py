@@ -1,14 +1,19 @@
-"""The capture rules as pure arithmetic (mindspeed_prof/anomaly.py): what is a slow step, what
+"""The capture rules as pure arithmetic (mindspeed_prof/control/anomaly.py): what is a slow step, what
 is a straggler, which units are judged, when a capture may start and which units it records."""
 
 import copy
 
 import pytest
 
-from mindspeed_prof import anomaly
-from mindspeed_prof.anomaly import (CaptureLimits, JobWindows, RollingMedian, SpikeRule,
-                                    StragglerRule, capture_span, decide)
-from mindspeed_prof.capture_words import describe
+from mindspeed_prof.control import anomaly
+from mindspeed_prof.control.anomaly import (CaptureLimits,
+    JobWindows,
+    RollingMedian,
+    SpikeRule,
+    StragglerRule,
+    capture_span,
+    decide)
+from mindspeed_prof.control.capture_words import describe
 
 
 def test_the_rolling_median_covers_only_the_last_values():

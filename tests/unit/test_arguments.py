@@ -133,7 +133,7 @@ def test_profile_config_can_come_from_its_environment_variable(tmp_path):
 
 def test_every_flag_has_an_environment_variable_that_is_accepted(tmp_path):
     # README: "Every flag is also ... an environment variable MINDSPEED_PROF_<NAME>".
-    from mindspeed_prof.config import KNOBS
+    from mindspeed_prof.config.profiler_config import KNOBS
     path = write(tmp_path, "")
     for knob in KNOBS:
         name = "MINDSPEED_PROF_" + ("PROFILE" if knob == "profile" else knob[len("profile_"):].upper())

@@ -9,9 +9,9 @@ import pytest
 from helpers.cli import run_cli
 from helpers.npu import fake_npu  # noqa: F401 - a fixture
 from mindspeed_prof import ProfilerConfig, profile
-from mindspeed_prof.armed import armed_profilers
+from mindspeed_prof.recording.armed import armed_profilers
 from mindspeed_prof.errors import ConfigError
-from mindspeed_prof.startup import preflight
+from mindspeed_prof.recording.startup import preflight
 
 ON = ProfilerConfig(profile=True)
 MEMORY = ProfilerConfig(profile=True, profile_memory_oom=True)

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from harness.launch import ENTRY_SCRIPT, STANDIN_DIR, default_args
 from mindspeed_prof import cli
-from mindspeed_prof.config import KNOBS, flag_name
+from mindspeed_prof.config.profiler_config import KNOBS, flag_name
 
 # A message "says what to do" when it gives a value to use, a choice, an example or a bound.
 FIX = re.compile(r"\b(use|give|pick|choose|did you mean|expected|must be|write|fix|drop|set|"

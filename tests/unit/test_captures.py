@@ -8,7 +8,8 @@ import pytest
 import torch.distributed as dist
 
 import mindspeed_prof
-from mindspeed_prof import ProfilerConfig, captures, collective_wait
+from mindspeed_prof import ProfilerConfig
+from mindspeed_prof.control import captures, collective_wait
 from mindspeed_prof.drivers.inference import RequestDriver
 from mindspeed_prof.errors import ConfigError
 
@@ -187,7 +188,7 @@ class TwoRanks:
     def all_gather(self, rows, tensor, group=None, async_op=False):
         import torch
 
-        from mindspeed_prof import exchange
+        from mindspeed_prof.control import exchange
 
         self.gathers += 1
         rows[0].copy_(tensor)
@@ -280,7 +281,7 @@ def test_work_wait_is_timed_only_with_the_straggler_rule_and_put_back_at_close(
 
 def test_a_trigger_request_during_a_capture_is_ignored_and_one_after_it_says_it_was_requested(
         tmp_path, clock):
-    from mindspeed_prof import trigger
+    from mindspeed_prof.control import trigger
 
     request_file = tmp_path / "trigger.json"
     config = settings(tmp_path / "prof", profile_trigger_file=str(request_file))

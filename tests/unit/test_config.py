@@ -2,7 +2,7 @@ import dataclasses
 
 import pytest
 
-from mindspeed_prof.config import KNOBS, ProfilerConfig, flag_name
+from mindspeed_prof.config.profiler_config import KNOBS, ProfilerConfig, flag_name
 from mindspeed_prof.errors import ConfigError
 
 

@@ -14,7 +14,7 @@ import weakref
 
 import pytest
 
-from mindspeed_prof.on_demand import WindowRequest
+from mindspeed_prof.config.window import WindowRequest
 from mindspeed_prof.patches import dynamic_control, dynamic_inference
 from mindspeed_prof.patches.state import state
 

@@ -15,7 +15,7 @@ from helpers.traces import manifest, step_ids, torch_traces
 from mindspeed_prof import ProfilerConfig
 from mindspeed_prof.drivers.engine import EngineStepDriver, forward_label
 from mindspeed_prof.drivers.inference import RequestDriver
-from mindspeed_prof.http_control import start_request
+from mindspeed_prof.control.http_control import start_request
 
 
 def config(save, **knobs):

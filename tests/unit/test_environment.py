@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from mindspeed_prof.environment import versions
+from mindspeed_prof.recording.environment import versions
 
 # What MindSpeed's and MindSpeed-LLM's setup.py look like (master): the version is a module
 # constant; running the file would build the package (here: leave a marker).

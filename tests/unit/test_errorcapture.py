@@ -2,7 +2,7 @@ import subprocess
 import sys
 import threading
 
-from mindspeed_prof.errorcapture import capture_error_lines
+from mindspeed_prof.backends.errorcapture import capture_error_lines
 
 
 def test_error_lines_printed_by_a_library_are_captured_and_still_shown(capsys):
@@ -20,7 +20,7 @@ def test_error_lines_printed_by_a_library_are_captured_and_still_shown(capsys):
 
 RACE = """
 import os, sys, threading, time
-from mindspeed_prof.errorcapture import capture_error_lines
+from mindspeed_prof.backends.errorcapture import capture_error_lines
 sys.stdout = open(os.devnull, "w")
 sys.setswitchinterval(1e-6)  # switch threads as often as possible
 done = threading.Event()

@@ -1,4 +1,4 @@
-"""The poll's one collective (mindspeed_prof/exchange.py) on a real two-rank gloo group: values
+"""The poll's one collective (mindspeed_prof/control/exchange.py) on a real two-rank gloo group: values
 round-trip as JSON, in one collective when they fit a slot and two when one does not."""
 
 import socket
@@ -19,7 +19,7 @@ def _rank(rank, port, queue):
     import torch
     import torch.distributed as dist
 
-    from mindspeed_prof import exchange
+    from mindspeed_prof.control import exchange
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=2)

@@ -1,4 +1,4 @@
-"""The one flush-on-exit mechanism (mindspeed_prof.exits): a signal that reaches the whole job, a
+"""The one flush-on-exit mechanism (mindspeed_prof.recording.exits): a signal that reaches the whole job, a
 second signal or a closed console cannot abort the final flush, and SIGTERM flushes every live
 recorder before the process ends the way it would have.
 
@@ -20,7 +20,8 @@ def run_child(*body, timeout=60):
     """Run the ``body`` parts in a fresh interpreter; its last stdout line is JSON."""
     code = textwrap.dedent("""
         import json, os, signal, subprocess, sys, time
-        from mindspeed_prof import exits, log
+        from mindspeed_prof import log
+        from mindspeed_prof.recording import exits
     """) + "".join(textwrap.dedent(part) for part in body)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=timeout)

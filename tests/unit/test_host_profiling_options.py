@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from mindspeed_prof.backends import torch_backend
-from mindspeed_prof.config import ProfilerConfig
+from mindspeed_prof.config.profiler_config import ProfilerConfig
 from mindspeed_prof.errors import ConfigError
 from mindspeed_prof.patches import megatron_host_profiling as host
 

@@ -1,4 +1,4 @@
-"""mindspeed_prof/http_control.py: what POST /start_profile may carry (vLLM's prefix, delay, max,
+"""mindspeed_prof/control/http_control.py: what POST /start_profile may carry (vLLM's prefix, delay, max,
 defaults from the flags), the refusals (400), and one window at a time across the forked
 front-end processes of one server (409), as the routes and the engine's rank 0 share it."""
 
@@ -8,8 +8,12 @@ import os
 import pytest
 
 from mindspeed_prof import ProfilerConfig
-from mindspeed_prof.http_control import (BadRequest, WindowControl, engine_defaults,
-                                         from_payload, payload, start_request)
+from mindspeed_prof.control.http_control import (BadRequest,
+    WindowControl,
+    engine_defaults,
+    from_payload,
+    payload,
+    start_request)
 
 
 def test_a_start_body_may_name_its_folder_the_steps_to_skip_and_the_steps_to_record():
@@ -118,7 +122,7 @@ def test_the_control_imports_no_web_framework_nor_megatron():
     import subprocess
     import sys
 
-    code = ("import sys, mindspeed_prof.http_control; "
+    code = ("import sys, mindspeed_prof.control.http_control; "
             "print([m for m in ('quart', 'flask', 'megatron', 'zmq') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=dict(os.environ, MINDSPEED_PROF_AUTOLOAD="0"), check=True)

@@ -11,7 +11,7 @@ import threading
 from helpers.inference import armed, config, events, one_request, serve, work
 from helpers.npu import fake_npu  # noqa: F401 - a fixture
 from helpers.traces import manifest, step_ids, torch_traces
-from mindspeed_prof import trigger
+from mindspeed_prof.control import trigger
 
 def test_each_request_of_the_window_is_a_session_of_its_own_in_a_req_folder(tmp_path):
     driver = armed(config(tmp_path))

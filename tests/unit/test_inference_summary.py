@@ -5,8 +5,8 @@ from helpers.cli import run_cli
 from helpers.npu import fake_npu_fixture
 from mindspeed_prof.output.render.summary import summary_csv, summary_table
 from mindspeed_prof.output.summary.directory import summarize_directory
-from mindspeed_prof.recorder import WindowRecorder
-from mindspeed_prof.units import REQUEST
+from mindspeed_prof.recording.recorder import WindowRecorder
+from mindspeed_prof.config.units import REQUEST
 from helpers.inference import armed, config, serve, work
 
 

@@ -179,7 +179,7 @@ def test_async_export_does_not_block_the_training_loop(tmp_path, monkeypatch):
 
 
 def test_a_manifest_that_cannot_be_written_is_said_once(tmp_path, capsys):
-    from mindspeed_prof.manifest import Manifest
+    from mindspeed_prof.recording.manifest import Manifest
     manifest_file = Manifest(str(tmp_path / "gone" / "profile_manifest_rank3.json"), rank=3,
                              world_size=4, backend="torch", config=config(tmp_path))
     assert manifest_file.save() is False and manifest_file.save() is False

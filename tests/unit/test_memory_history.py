@@ -233,7 +233,7 @@ def test_each_request_of_a_window_leaves_a_snapshot_in_its_own_folder(npu, tmp_p
 
 
 def test_oom_recording_waits_until_the_host_has_set_its_device_up(npu, tmp_path):
-    from mindspeed_prof.startup import preflight
+    from mindspeed_prof.recording.startup import preflight
 
     cfg = config(tmp_path, profile_memory_snapshot=False, profile_memory_oom=True)
     preflight(cfg, rank=0, world_size=1)  # as Megatron validates its arguments: no device yet

@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from mindspeed_prof.errors import ConfigError
-from mindspeed_prof.ranks import format_selection, parse_rank_tokens, resolve
+from mindspeed_prof.config.ranks import format_selection, parse_rank_tokens, resolve
 
 
 @pytest.mark.parametrize("tokens", [["-1"], ["all"], [-1], ["0", "-1"], "ALL", ()])

@@ -3,7 +3,7 @@
 import os
 import re
 
-from mindspeed_prof.config import KNOBS, flag_name
+from mindspeed_prof.config.profiler_config import KNOBS, flag_name
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

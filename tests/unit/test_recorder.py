@@ -7,8 +7,8 @@ import threading
 
 from helpers.inference import config, work  # the same tiny model and window 2-3
 from helpers.traces import step_ids, torch_traces
-from mindspeed_prof.recorder import WindowRecorder
-from mindspeed_prof.units import ITERATION, REQUEST, RL_STEP
+from mindspeed_prof.recording.recorder import WindowRecorder
+from mindspeed_prof.config.units import ITERATION, REQUEST, RL_STEP
 
 
 def run(recorder, units, labels=()):

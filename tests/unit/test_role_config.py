@@ -3,7 +3,7 @@
 import pytest
 
 from mindspeed_prof.arguments.roles import role_config
-from mindspeed_prof.config import ProfilerConfig
+from mindspeed_prof.config.profiler_config import ProfilerConfig
 from mindspeed_prof.errors import ConfigError
 
 ISSUE_YAML = """\

@@ -22,7 +22,7 @@ def test_prints_ranks_window_backend_and_the_profiler_call(capsys):
 
 
 def test_json_output_carries_every_knob(capsys):
-    from mindspeed_prof.config import KNOBS
+    from mindspeed_prof.config.profiler_config import KNOBS
     code, out, _ = run(capsys, "--json", "--profile-level", "Level2")
     report = json.loads(out)
     assert code == 0 and set(report["config"]) == set(KNOBS)

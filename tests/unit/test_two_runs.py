@@ -179,7 +179,7 @@ def test_a_restarted_rank_of_one_run_is_judged_by_its_newest_manifest(tmp_path, 
 
 def test_a_process_that_profiles_twice_rewrites_its_own_manifest(tmp_path):
     # The same process (an in-process restart) is the same run: no second file.
-    from mindspeed_prof.manifest import Manifest
+    from mindspeed_prof.recording.manifest import Manifest
     from mindspeed_prof import ProfilerConfig
 
     path = str(tmp_path / "profile_manifest_rank0.json")
@@ -204,7 +204,7 @@ def test_the_ranks_of_a_torchrun_job_without_a_run_id_share_one_through_the_job_
     # each rank writes its own file: two ranks printing to one pipe interleave their words
     script.write_text("import sys, torch.distributed as dist\n"
                       "dist.init_process_group('gloo')\n"
-                      "from mindspeed_prof.run_id import job_run_id\n"
+                      "from mindspeed_prof.recording.run_id import job_run_id\n"
                       "with open(f'{sys.argv[1]}/run_id_rank{dist.get_rank()}', 'w') as out:\n"
                       "    out.write(job_run_id())\n"
                       "dist.destroy_process_group()\n")

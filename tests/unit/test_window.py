@@ -3,7 +3,7 @@ import torch
 from hypothesis import assume, given, strategies as st
 
 from mindspeed_prof.errors import ConfigError
-from mindspeed_prof.window import OPEN_ENDED, plan_window
+from mindspeed_prof.config.window import OPEN_ENDED, plan_window
 
 Action = torch.profiler.ProfilerAction
 

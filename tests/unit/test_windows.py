@@ -9,10 +9,11 @@ import pytest
 import torch
 
 from helpers.traces import manifest, step_ids, torch_traces
-from mindspeed_prof import ProfilerConfig, ProfilerManager, profile, trigger
+from mindspeed_prof import ProfilerConfig, ProfilerManager, profile
+from mindspeed_prof.control import trigger
 from mindspeed_prof.cli import main
 from mindspeed_prof.errors import ConfigError
-from mindspeed_prof.window import plan_windows
+from mindspeed_prof.config.window import plan_windows
 
 MODEL = torch.nn.Linear(16, 16)
 
@@ -95,7 +96,7 @@ def test_budget_that_fits_profiles_normally(tmp_path):
 
 
 def test_later_windows_over_the_budget_are_skipped_and_said(tmp_path, monkeypatch):
-    from mindspeed_prof import budget
+    from mindspeed_prof.config import budget
     monkeypatch.setitem(budget.BASE_MB, "torch", 1)  # the estimate: 1 MB per iteration
     padding = tmp_path / "prof" / "iter_2-3" / "padding"
     cfg = config(tmp_path, profile_step_start=2, profile_step_end=4, profile_every=4,
@@ -241,7 +242,7 @@ def test_profile_steps_window_past_the_end_names_profile_steps_and_its_fix():
 
 @pytest.mark.parametrize("steps", [None, ("3-4,18-22",)])
 def test_a_train_samples_run_names_train_samples(steps):
-    from mindspeed_prof.window import train_limit
+    from mindspeed_prof.config.window import train_limit
     values = dict(profile_steps=steps) if steps else dict(profile_step_start=10, profile_step_end=30)
     cfg = ProfilerConfig(profile=True, **values)
     with pytest.raises(ConfigError) as info:
@@ -252,7 +253,7 @@ def test_a_train_samples_run_names_train_samples(steps):
 
 
 def test_train_samples_leave_the_iteration_count_unchanged():
-    from mindspeed_prof.window import train_limit
+    from mindspeed_prof.config.window import train_limit
     assert train_limit(20, train_samples=640) == 20 and train_limit(20) == 20
     assert json.dumps({"train_iters": train_limit(20, 640)}) == '{"train_iters": 20}'
     assert train_limit(None, 640) is None

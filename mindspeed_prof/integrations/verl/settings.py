@@ -15,7 +15,7 @@ import dataclasses
 import os
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from mindspeed_prof.config import ProfilerConfig
+from mindspeed_prof.config.profiler_config import ProfilerConfig
 from mindspeed_prof.errors import ConfigError
 
 CONFIG_KEY = "mindspeed_prof"

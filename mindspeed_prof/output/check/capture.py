@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from ...layout import ASCEND_OUTPUT_DIR
-from ...units import ITERATION, Unit
+from ...config.units import ITERATION, Unit
 from ..read import logscan, sqlitecheck
 from ..read.csvtable import normalise
 from . import expect

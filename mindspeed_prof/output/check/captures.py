@@ -6,7 +6,7 @@ captures and took none: nothing is missing there (no anomaly, or the captures ch
 ranks), and the manifest's ``captures`` says which.
 """
 
-from ...capture_words import describe
+from ...control.capture_words import describe
 
 
 def _unit(manifest):

@@ -9,7 +9,7 @@ import os
 from typing import Any, Iterable, Optional
 
 from ...errors import ConfigError
-from ...units import ITERATION, UNITS
+from ...config.units import ITERATION, UNITS
 from .. import parallel
 from ..progress import Progress
 from ..read import discover as discovery

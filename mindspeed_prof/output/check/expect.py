@@ -9,7 +9,7 @@ op_statistic.csv is normal to lack at level0, and memory files only come with pr
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ... import names
+from ...config import names
 from ...errors import ConfigError
 
 LEVELS_WITH_KERNELS = ("level0", "level1", "level2")

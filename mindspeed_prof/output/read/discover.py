@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ...layout import ASCEND_PT_SUFFIX, MANIFEST_RE, TORCH_TRACE_RE, parse_window_dir
-from ...manifest import read_manifest
+from ...recording.manifest import read_manifest
 from . import profinfo
 from .errors import CorruptFile
 

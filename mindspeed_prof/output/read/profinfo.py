@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ... import names
+from ...config import names
 from ...errors import ConfigError
 from ...layout import PROFILER_INFO_RE
 from .errors import CorruptFile

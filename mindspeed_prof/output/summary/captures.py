@@ -16,7 +16,7 @@ is unchanged.
 
 from dataclasses import dataclass, field
 
-from ...capture_words import describe
+from ...control.capture_words import describe
 from ..read import jobruns, jsonstream
 from ..read.discover import discover
 from ..read.errors import CorruptFile

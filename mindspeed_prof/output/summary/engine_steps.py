@@ -12,7 +12,7 @@ span and the window's top operators.
 import statistics
 from typing import Any, Dict, List, Optional
 
-from ...units import ENGINE_STEP
+from ...config.units import ENGINE_STEP
 from ..read.windows import manifest_window, manifest_windows
 from . import aggregate
 

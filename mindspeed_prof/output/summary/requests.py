@@ -10,7 +10,7 @@ several requests, of all of them: the row says so).
 import os
 
 from ...layout import parse_window_dir
-from ...units import REQUEST
+from ...config.units import REQUEST
 from ..read import jsonstream
 from ..read.errors import CorruptFile
 from ..read.tracescan import STEP_PREFIX, step_number, to_float

@@ -26,7 +26,7 @@ import os
 from dataclasses import dataclass
 from typing import List, Mapping, Optional
 
-from .config import ProfilerConfig
+from ..config.profiler_config import ProfilerConfig
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,12 @@ import os
 from dataclasses import dataclass, replace
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
-from . import budget, layout, names, ranks
-from .config import ProfilerConfig
-from .errors import ConfigError
-from .units import ITERATION, Unit, in_words
-from .window import OPEN_ENDED, StepSchedule, last_iteration, plan_windows, several_windows
+from ..config import budget, names, ranks
+from .. import layout
+from ..config.profiler_config import ProfilerConfig
+from ..errors import ConfigError
+from ..config.units import ITERATION, Unit, in_words
+from ..config.window import OPEN_ENDED, StepSchedule, last_iteration, plan_windows, several_windows
 
 LayoutOf = Callable[[int], dict]
 

@@ -19,7 +19,7 @@ import os
 import time
 import uuid
 
-from .window import StepSchedule
+from ..config.window import StepSchedule
 
 STATES = ("armed", "running", "parsing", "done", "cut", "failed", "idle")
 # A window's manifest status, as the trigger status file says it.
@@ -170,8 +170,9 @@ def requested_sessions(window, n, session_per_unit):
 def sessions_for(request, n, plan, layout_of, watcher):
     """The sessions this rank opens for a request seen at unit ``n`` (none where the request
     does not choose it) and the window they make; every rank gets the same request."""
-    from . import log, ranks
-    from .notices import short_ranks
+    from .. import log
+    from ..config import ranks
+    from ..config.ranks import short_ranks
 
     window = window_for(request, n, plan.last)
     if window is None:

@@ -3,8 +3,10 @@ fix that goes with each kind of profiler failure."""
 
 import os
 
-from . import log, ranks
-from .units import describe_window
+from .. import log
+from ..config import ranks
+from ..config.ranks import short_ranks
+from ..config.units import describe_window
 
 # What a user does about a profiler failure, by phase ({owner} goes on without profiling here).
 _FIX = {
@@ -22,10 +24,10 @@ def config_notes(plan, backend: str) -> list:
     """What a profiled rank says about its config once, in its manifest too."""
     config = plan.config
     notes = list(config.warnings(role_driver=plan.role is not None))
-    from .backends import ignored_flags
+    from ..backends import ignored_flags
 
     if backend == "npu":
-        from .backends.npu_options import step_ids_note
+        from ..backends.npu_options import step_ids_note
 
         if step_ids_note(config):
             notes.append(step_ids_note(config))
@@ -54,7 +56,7 @@ def announce_plan(plan) -> None:
                     f"{spans(lacking)} are beyond this job's {plan.world_size} ranks and are "
                     f"left out")
     if config.captures:
-        from .capture_words import rules_in_words
+        from ..control.capture_words import rules_in_words
 
         rules = rules_in_words(config, unit.name, unit.plural, f"the selected rank(s) {chosen}")
         log.info(f"armed for captures: {rules} -> {where}")
@@ -74,15 +76,6 @@ def announce_plan(plan) -> None:
     more = f" and {len(plans) - 3} more windows" if len(plans) > 3 else ""
     who = f"{plan.role}: " if plan.role else ""
     log.info(f"{who}profiling rank(s) {chosen} at {shown}{more} -> {where}")
-
-
-def short_ranks(selected) -> str:
-    """``0-7`` or ``0,3``: a rank list as log lines show it."""
-    if not selected:
-        return "none"
-    if selected == list(range(selected[0], selected[-1] + 1)) and len(selected) > 2:
-        return f"{selected[0]}-{selected[-1]}"
-    return ",".join(str(r) for r in selected)
 
 
 def spans(numbers) -> str:

@@ -25,9 +25,10 @@ import dataclasses
 import threading
 from typing import Any, Callable, ContextManager, Iterator, Optional
 
-from . import backends, log, trigger
-from .captures import CapturePoll
-from .config import ProfilerConfig
+from .. import backends, log
+from ..control import trigger
+from ..control.captures import CapturePoll
+from ..config.profiler_config import ProfilerConfig
 from .exits import FlushOnExit, final_flush
 from .manifest import Manifest, open_manifest
 from .notices import announce_plan, config_notes, wrong_thread_words
@@ -38,8 +39,8 @@ from .session import PROCESS, Session, reporting
 from .startup import check_rank
 from .shutdown import Failure, RecorderShutdown, State
 from .unit_windows import UnitWindows
-from .units import ITERATION, Unit
-from .window import StepSchedule
+from ..config.units import ITERATION, Unit
+from ..config.window import StepSchedule
 
 _NO_RANGE = contextlib.nullcontext()
 

@@ -64,13 +64,13 @@ import threading
 import time
 from typing import Any, Dict, Iterable, List, Optional
 
-from . import log
-from .budget import used_bytes
-from .errors import ConfigError
-from .layout import manifest_path
+from .. import log
+from ..config.budget import used_bytes
+from ..errors import ConfigError
+from ..layout import manifest_path
 from .manifest_entries import PlannedWindow, WindowEntry, overall_status
 from .run_id import job_run_id
-from .version import __version__
+from ..version import __version__
 
 SCHEMA = 1
 STATUSES = ("armed", "running", "parsing", "unparsed", "complete", "cut", "failed",
@@ -310,7 +310,7 @@ def open_manifest(plan, backend: Optional[str], *, local_rank: Optional[int],
                   last: Optional[int] = None) -> Manifest:
     """The manifest of a recorder with this plan, claimed for it (ConfigError while another
     open recorder of this process writes the same one) and written as armed."""
-    from .backends.memory import OOM
+    from ..backends.memory import OOM
     from .environment import versions
 
     path = manifest_path(plan.save_path, plan.rank)

@@ -8,16 +8,18 @@ then, else when the recorder arms (training starts)."""
 import os
 from typing import Any
 
-from . import armed, backends, ranks
-from .backends import memory
-from .config import ProfilerConfig
-from .errors import ConfigError
+from . import armed
+from .. import backends
+from ..config import ranks
+from ..backends import memory
+from ..config.profiler_config import ProfilerConfig
+from ..errors import ConfigError
 
 
 def check_save_path(path: str, rank: int, backend_name: str) -> None:
     """ConfigError unless this rank can write ``path`` (and torch_npu would accept its name)."""
     if backend_name == "npu":
-        from .backends.npu_options import unsupported_path_reason
+        from ..backends.npu_options import unsupported_path_reason
         reason = unsupported_path_reason(os.path.abspath(path))
         if reason:
             raise ConfigError(f"--profile-save-path {path} {reason}; choose another directory.")

@@ -9,9 +9,9 @@ step counter to the logged iteration: the trace's ``ProfilerStep#N`` then *is* i
 
 import itertools
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Dict, Optional
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 # Active length used when the window runs "until training ends" and train_iters is unknown
 # (plain loops): the profiler records until stop().
@@ -323,3 +323,18 @@ def _plan_every(config, first_iteration, train_iters, exit_interval):
                           f"choose --profile-step-start/-end so that a window falls within "
                           f"{first_iteration}-{last}.")
     return plans
+
+
+@dataclass(frozen=True)
+class WindowRequest:
+    """A window asked for at run time: from the next unit, skip ``delay`` units, then record
+    ``length`` of them (0: until stopped); ``prefix``: the folder it goes in; ``by``: who asked."""
+
+    delay: int = 0
+    length: int = 0
+    prefix: Optional[str] = None
+    by: str = "http"
+
+    def origin(self, asked_at: int) -> Dict[str, Any]:
+        return {"by": self.by, "asked_before": asked_at, "delay": self.delay,
+                "max": self.length or None, "prefix": self.prefix}

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from . import kinds, names, ranks, window
-from .errors import ConfigError
+from ..errors import ConfigError
 from .kinds import Kind
 
 

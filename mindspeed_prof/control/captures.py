@@ -23,12 +23,19 @@ import statistics
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import collective_wait, exchange, log
-from .anomaly import (SLOW_STEP, STRAGGLER, Capture, CaptureLimits, JobWindows, SpikeRule,
-                      StragglerRule, decide)
+from . import collective_wait, exchange
+from .. import log
+from .anomaly import (SLOW_STEP,
+    STRAGGLER,
+    Capture,
+    CaptureLimits,
+    JobWindows,
+    SpikeRule,
+    StragglerRule,
+    decide)
 from .capture_words import describe
-from .notices import short_ranks
-from .window import OPEN_ENDED, StepSchedule
+from ..config.ranks import short_ranks
+from ..config.window import OPEN_ENDED, StepSchedule
 
 # Refused captures the manifest lists (the count goes on).
 NOT_CAPTURED_LISTED = 10

@@ -14,8 +14,8 @@ from typing import Callable, List, Optional, Sequence
 from .manifest import Manifest
 from .manifest_entries import PlannedWindow
 from .notices import window_cut_words
-from .units import Unit
-from .window import StepSchedule
+from ..config.units import Unit
+from ..config.window import StepSchedule
 
 Report = Callable[[str, str, str], None]
 

@@ -9,7 +9,7 @@ GPU captures (see README); the live check during a window is what actually bound
 import os
 import shutil
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 MB = 1_000_000
 GB = 1_000_000_000

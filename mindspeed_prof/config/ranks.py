@@ -13,7 +13,7 @@ or topology selectors (str) that need the parallel layout to resolve:
 
 import re
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 FLAG = "--profile-ranks"
 COORDINATES = ("tp", "pp", "dp", "cp", "ep", "node")
@@ -187,3 +187,12 @@ def _resolve_selector(item, world_size, layout):
     terms = dict(term.split("=") for term in item.split(","))
     return [r for r, c in coords.items()
             if all(_value_matches(spec, c.get(key, 0)) for key, spec in terms.items())]
+
+
+def short_ranks(selected) -> str:
+    """``0-7`` or ``0,3``: a rank list as log lines show it."""
+    if not selected:
+        return "none"
+    if selected == list(range(selected[0], selected[-1] + 1)) and len(selected) > 2:
+        return f"{selected[0]}-{selected[-1]}"
+    return ",".join(str(r) for r in selected)

@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, Optional, Sequence
 
 import yaml
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 
 def _is_int(value: Any) -> bool:

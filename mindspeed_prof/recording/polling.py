@@ -11,12 +11,13 @@ alone (after the poll and any profiler start, before the profiler's step).
 import itertools
 from typing import TYPE_CHECKING, Any, Iterator, Optional, Tuple
 
-from . import budget, trigger
-from .anomaly import Capture
-from .captures import CapturePoll, measures
+from ..config import budget
+from ..control import trigger
+from ..control.anomaly import Capture
+from ..control.captures import CapturePoll, measures
 from .session import Session
 from .shutdown import State
-from .window import StepSchedule
+from ..config.window import StepSchedule
 
 if TYPE_CHECKING:
     from .plan import Plan

@@ -12,18 +12,18 @@ import enum
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Tuple
 
-from . import log
+from .. import log
 from .exits import final_flush
-from .layout import manifest_path
+from ..layout import manifest_path
 from .manifest import release_for_recorder
 from .manifest_entries import PlannedWindow
 from .notices import session_cut_words
 from .exits import FlushOnExit
 from .manifest import Manifest
 from .session import PROCESS, Session
-from .trigger import TriggerWatcher
+from ..control.trigger import TriggerWatcher
 from .unit_windows import UnitWindows
-from .window import StepSchedule
+from ..config.window import StepSchedule
 
 if TYPE_CHECKING:
     from .plan import Plan

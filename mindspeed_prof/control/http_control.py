@@ -22,7 +22,7 @@ import multiprocessing
 import string
 from typing import Any, Dict, Optional, Tuple
 
-from .on_demand import WindowRequest
+from ..config.window import WindowRequest
 
 ROUTES = ("/start_profile", "/v1/start_profile", "/stop_profile", "/v1/stop_profile")
 KNOBS = ("prefix", "delay", "max")

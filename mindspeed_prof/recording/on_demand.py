@@ -29,24 +29,9 @@ from typing import Any, Dict, Iterable, Iterator, Optional
 from .session import Session
 from .shutdown import State
 from .unit_windows import UnitWindows
-from .window import OPEN_ENDED, StepSchedule
+from ..config.window import OPEN_ENDED, StepSchedule, WindowRequest
 
 STOP = "/stop_profile"
-
-
-@dataclasses.dataclass(frozen=True)
-class WindowRequest:
-    """A window asked for at run time: from the next unit, skip ``delay`` units, then record
-    ``length`` of them (0: until stopped); ``prefix``: the folder it goes in; ``by``: who asked."""
-
-    delay: int = 0
-    length: int = 0
-    prefix: Optional[str] = None
-    by: str = "http"
-
-    def origin(self, asked_at: int) -> Dict[str, Any]:
-        return {"by": self.by, "asked_before": asked_at, "delay": self.delay,
-                "max": self.length or None, "prefix": self.prefix}
 
 
 @dataclasses.dataclass

@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, List, Optional
 
-from . import log
+from .. import log
 
 # torchrun follows SIGTERM with SIGKILL after 30 s; leave room to die on our own terms.
 SIGNAL_FLUSH_TIMEOUT_S = 20

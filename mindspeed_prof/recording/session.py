@@ -17,12 +17,12 @@ import os
 import threading
 from typing import Any, Callable, ContextManager, Iterator, List, Optional
 
-from . import backends
-from .backends.memory import WindowMemory
+from .. import backends
+from ..backends.memory import WindowMemory
 from .exits import final_flush
 from .manifest import WindowEntry
 from .notices import failure_fix
-from .window import StepSchedule
+from ..config.window import StepSchedule
 
 Report = Callable[[str, str, str], None]
 _NO_RANGE = contextlib.nullcontext()

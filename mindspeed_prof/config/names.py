@@ -6,7 +6,7 @@ so each name is accepted in every spelling, case-insensitively, and normalised t
 
 import re
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 LEVELS = ("level_none", "level0", "level1", "level2")
 EXPORT_TYPES = ("text", "db")
