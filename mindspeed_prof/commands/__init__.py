@@ -1,0 +1,1 @@
+"""The CLI's subcommands, one module each (`mindspeed-prof COMMAND`), imported only when named."""

@@ -18,8 +18,8 @@ def imported_after(code):
 
 def test_core_imports_neither_megatron_nor_the_integration_layers():
     modules = imported_after(
-        "import mindspeed_prof, mindspeed_prof.config, mindspeed_prof.manager, "
-        "mindspeed_prof.loop, mindspeed_prof.window, mindspeed_prof.backends.torch_backend")
+        "import mindspeed_prof, mindspeed_prof.config.profiler_config, mindspeed_prof.manager, "
+        "mindspeed_prof.loop, mindspeed_prof.config.window, mindspeed_prof.backends.torch_backend")
     leaked = [m for m in modules if m.split(".")[0] in FORBIDDEN_FOR_CORE[:5]
               or m.startswith(FORBIDDEN_FOR_CORE[5:])]
     assert leaked == []
@@ -84,7 +84,7 @@ def test_a_cli_command_imports_only_its_own_module(tmp_path):
                              f"cli.main(['check', {str(tmp_path)!r}, '--json'])")
     assert "mindspeed_prof.commands.check" in modules
     others = ("mindspeed_prof.commands.show_config", "mindspeed_prof.commands.adapt_script",
-              "mindspeed_prof.arguments", "mindspeed_prof.recorder", "mindspeed_prof.script")
+              "mindspeed_prof.arguments", "mindspeed_prof.recording.recorder", "mindspeed_prof.script")
     assert [m for m in others if m in modules] == []
 
 
@@ -105,3 +105,91 @@ def test_the_readers_never_make_pyarrow_import_pandas(tmp_path):
     assert not marker.exists()
     imported_after(f"sys.path.insert(0, {str(fake.parent)!r})\nimport pandas")
     assert marker.exists()  # the stand-in works: the assertion above could fail
+
+
+# The package's layers (DESIGN §1/§6), lowest first: the values of what to profile, what starts
+# windows at run time, the window recorder, the drivers that count units, the host touch points.
+# Each imports only the layers below it; checked on the source, statically, so a violation is
+# named with its file whatever is installed.
+CHAIN = ("config", "control", "recording", "drivers", "patches")
+# Shared leaves under the chain: everything may use them, they use nothing above `config`.
+LEAVES = {"errors": (), "log": (), "version": (), "layout": ("config",),
+          "backends": ("config", "layout", "errors", "log")}
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def package_imports():
+    """{(importing group, imported group): [file, ...]} for every import inside the product."""
+    import ast
+    import collections
+    import glob
+
+    found = collections.defaultdict(list)
+    roots = [("mindspeed_prof", "mindspeed_prof"), ("arguments", "mindspeed_prof.arguments"),
+             ("patches", "mindspeed_prof.patches")]
+    for folder, package in roots:
+        for path in glob.glob(os.path.join(REPO, folder, "**", "*.py"), recursive=True):
+            relative = os.path.relpath(path, os.path.join(REPO, folder))[:-3].replace(os.sep, ".")
+            module = f"{package}.{relative}".removesuffix(".__init__")
+            own = module if path.endswith("__init__.py") else module.rsplit(".", 1)[0]
+            for node in ast.walk(ast.parse(open(path).read())):
+                targets = []
+                if isinstance(node, ast.ImportFrom):
+                    base = own.split(".")[: len(own.split(".")) - node.level + 1] if node.level \
+                        else []
+                    target = ".".join(base + ([node.module] if node.module else []))
+                    if target == "mindspeed_prof":
+                        targets = [f"{target}.{alias.name}" for alias in node.names]
+                    else:
+                        targets = [target]
+                elif isinstance(node, ast.Import):
+                    targets = [alias.name for alias in node.names]
+                for target in targets:
+                    if target.startswith("mindspeed_prof."):
+                        pair = ((module.split(".") + ["__init__"])[1], target.split(".")[1])
+                        if pair[0] != pair[1]:
+                            found[pair].append(os.path.relpath(path, REPO))
+    return found
+
+
+def test_each_layer_imports_only_the_layers_below_it():
+    edges = package_imports()
+    upward = {f"{low} -> {high}": files for (low, high), files in edges.items()
+              if low in CHAIN and high in CHAIN and CHAIN.index(high) > CHAIN.index(low)}
+    assert upward == {}
+    # the rule could fail: the layers do import downward
+    assert ("recording", "control") in edges and ("drivers", "recording") in edges
+    assert ("patches", "drivers") in edges and ("control", "config") in edges
+
+
+def test_the_shared_leaves_import_nothing_above_the_values():
+    edges = package_imports()
+    wrong = {f"{low} -> {high}": files for (low, high), files in edges.items()
+             if low in LEAVES and high not in LEAVES[low]}
+    assert wrong == {}
+
+
+def test_the_package_root_keeps_entry_points_and_shared_leaves_only():
+    modules = sorted(name for name in os.listdir(os.path.join(REPO, "mindspeed_prof"))
+                     if name.endswith(".py"))
+    assert len(modules) <= 12, modules
+    for folder in sorted(os.listdir(os.path.join(REPO, "mindspeed_prof"))):
+        init = os.path.join(REPO, "mindspeed_prof", folder, "__init__.py")
+        if os.path.isdir(os.path.dirname(init)) and not folder.startswith("__"):
+            with open(init) as handle:
+                assert handle.read().lstrip().startswith('"""'), f"{folder}/ says what it holds"
+
+
+def test_the_imports_users_write_still_work():
+    modules = imported_after(
+        "import mindspeed_prof\n"
+        "from mindspeed_prof import ProfilerConfig, profile, role_profiler, ProfilerManager\n"
+        "from mindspeed_prof.config import ProfilerConfig as Same\n"
+        "assert Same is ProfilerConfig\n"
+        "from mindspeed_prof.manager import ProfilerManager as M\n"
+        "import mindspeed_prof.launch, mindspeed_prof.loop, mindspeed_prof.rl\n"
+        "from mindspeed_prof.integrations.verl import TESTED_VERSIONS, UnknownVerlShape\n"
+        "from mindspeed_prof.integrations.verl import settings, steps, shape\n"
+        "from mindspeed_prof.arguments import add_profile_args\n"
+        "from mindspeed_prof.patches import activate")
+    assert "mindspeed_prof.config.profiler_config" in modules
