@@ -122,6 +122,14 @@ class RankBudget:
         need = estimate(self.config, self.backend, iterations=schedule.active, ranks=1)[0]
         return used + need <= self.share
 
+    def units_left(self, used):
+        """How many more units this rank may record after writing ``used`` bytes (None: no
+        budget): the same estimate ``allows`` judges a window by."""
+        if self.limit_gb is None:
+            return None
+        one = per_iteration_bytes(self.config, self.backend)[0]
+        return max(0, int((self.share - used) // one)) if one > 0 else None
+
     def crossed(self, used, running=()):
         """Has this rank written more than its share (``running``: the open window's files)?"""
         if self.limit_gb is None:

@@ -25,7 +25,7 @@ import bisect
 import collections
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 # The rolling median covers this many recent quiet units.
 MEDIAN_OF = 50
@@ -264,12 +264,18 @@ def capture_span(n: int, steps: int, last_unit: Optional[int], windows: JobWindo
     return (n, last) if last >= n else None
 
 
+# Why the ranks a capture chooses could not record it: (its ranks, None for the selected ones;
+# its number of units) -> the reason, or None when every one of them can.
+RoomCheck = Callable[[Optional[Tuple[int, ...]], int], Optional[str]]
+
+
 def decide(n: int, *, spike: Optional[Dict[str, Any]], straggler: Optional[Straggler],
-           limits: CaptureLimits, windows: JobWindows, steps: int, last_unit: Optional[int]
-           ) -> Tuple[Optional[Capture], Optional[str]]:
+           limits: CaptureLimits, windows: JobWindows, steps: int, last_unit: Optional[int],
+           no_room: Optional[RoomCheck] = None) -> Tuple[Optional[Capture], Optional[str]]:
     """The capture that starts at unit ``n`` (and records it in ``limits`` and ``windows``), or
     (None, why an anomaly seen now is not captured); (None, None) when there is no anomaly.
-    ``spike``: rank 0's evidence, as exchanged."""
+    ``spike``: rank 0's evidence, as exchanged. ``no_room``: what the ranks shared of their disk
+    budget; a capture one of its ranks could not record is refused, so it takes no slot."""
     if spike is None and straggler is None:
         return None, None
     why = limits.refusal(n)
@@ -288,6 +294,9 @@ def decide(n: int, *, spike: Optional[Dict[str, Any]], straggler: Optional[Strag
         ranks = tuple(sorted({straggler.rank, straggler.reference}))
     else:  # not reached: no anomaly returned at the top
         return None, None
+    why = no_room(ranks, last - first + 1) if no_room is not None else None
+    if why is not None:
+        return None, why
     number = limits.took(last)
     evidence.update(capture=number, max_captures=limits.max_captures, seen_at=n)
     windows.add(first, last)

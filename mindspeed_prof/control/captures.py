@@ -6,8 +6,10 @@ file and the two rules are on:
 
 - the trigger file and/or the slow-step rule: one broadcast from rank 0, carrying the trigger
   request and rank 0's spike evidence;
-- with the straggler rule: one all-gather instead: each rank adds its number, rank 0 also the
-  request and its spike evidence.
+- with the straggler rule, or with ``--profile-max-gb``: one all-gather instead: each rank adds
+  its number and how many units its share of the disk budget still holds, rank 0 also the
+  request and its spike evidence. A capture one of its ranks has no room for is refused at the
+  poll (listed with the reason, no capture slot used), not agreed and then skipped there.
 
 Both are one fixed-size tensor of JSON (``exchange.py``), where the trigger alone used to make
 two collectives (``broadcast_object_list``: the size, then the pickled bytes).
@@ -21,7 +23,7 @@ and the ``Work.wait`` timing stop on every rank at the same poll.
 
 import statistics
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import collective_wait, exchange
 from .. import log
@@ -40,6 +42,10 @@ from ..config.window import OPEN_ENDED, StepSchedule
 # Refused captures the manifest lists (the count goes on).
 NOT_CAPTURED_LISTED = 10
 _clock = time.perf_counter  # module-level, so a test can drive the unit times
+
+# This rank's room for a capture: None when nothing bounds it, else (how many more units it can
+# record, what bounds it: the disk budget's share, or profiling having ended here).
+Room = Callable[[], Optional[Tuple[int, str]]]
 
 
 def measures(plan: Any) -> bool:
@@ -89,9 +95,12 @@ class StepClock:
 class CapturePoll:
     """One recorder's poll: the trigger watcher (if any) and the capture rules (if any)."""
 
-    def __init__(self, plan: Any, report: Any, watcher: Any = None) -> None:
+    def __init__(self, plan: Any, report: Any, watcher: Any = None,
+                 room: Optional[Room] = None) -> None:
         config = self.config = plan.config
-        self.plan, self.report, self.watcher = plan, report, watcher
+        self.plan, self.report, self.watcher, self.room = plan, report, watcher, room
+        # every rank's room must be known to all where a budget bounds what a rank may write
+        self.budgeted = config.profile_max_gb is not None and room is not None
         self.rank, self.world_size, self.unit = plan.rank, plan.world_size, plan.unit
         self.warmup_until = plan.first - 1 + config.profile_capture_warmup
         self.spike = SpikeRule(config.profile_on_slow_step, self.warmup_until) \
@@ -138,6 +147,8 @@ class CapturePoll:
             own = [(u, s - w) for u, s, w in quiet if u > self.warmup_until]
             mine["number"] = statistics.median(x for _, x in own) if own else None
             mine["units"] = [own[0][0], own[-1][0]] if own else None
+        if self.budgeted:
+            mine["room"] = self.room()
         shared = self._share(mine)
         lead = shared[0] or {}
         request = lead.get("request")
@@ -153,7 +164,8 @@ class CapturePoll:
             straggler = self.straggler.judge([(c or {}).get("number") for c in shared])
         capture, why = decide(n, spike=lead.get("spike"), straggler=straggler,
                               limits=self.limits, windows=self.windows,
-                              steps=self.config.profile_capture_steps, last_unit=self.plan.last)
+                              steps=self.config.profile_capture_steps, last_unit=self.plan.last,
+                              no_room=lambda ranks, units: self._no_room(shared, ranks, units))
         if capture is not None:
             if straggler is not None and lead.get("spike") is None:
                 capture.evidence.update(measure=self.measure,
@@ -187,9 +199,27 @@ class CapturePoll:
                 self._say_once("measure", f"--profile-on-straggler compares each rank's "
                                           f"{self.measure}; a synchronous job evens that out")
         device = _collective_device(dist)
-        if self.straggler is not None:
+        if self.straggler is not None or self.budgeted:
             return exchange.all_gather(mine, world_size=self.world_size, device=device)
         return [exchange.broadcast(mine, rank=self.rank, device=device)]
+
+    def _no_room(self, shared: Sequence[Optional[Dict[str, Any]]],
+                 ranks: Optional[Tuple[int, ...]], units: int) -> Optional[str]:
+        """Why a capture of ``units`` on ``ranks`` (None: the selected ones) cannot be recorded
+        by all of them, from the room each rank shared; None when it can."""
+        chosen = ranks if ranks is not None else self.plan.selected_ranks
+        short: List[int] = []
+        bounds = set()
+        for rank in chosen:
+            room = (shared[rank] or {}).get("room") if 0 <= rank < len(shared) else None
+            if isinstance(room, (list, tuple)) and len(room) == 2 and room[0] < units:
+                short.append(rank)
+                bounds.add(str(room[1]))
+        if not short:
+            return None
+        return (f"rank(s) {short_ranks(short)} could not record its {units} "
+                f"{self.unit.plural if units > 1 else self.unit.name}: "
+                f"{'; '.join(sorted(bounds))}")
 
     # -- what was agreed ------------------------------------------------------------------------
 

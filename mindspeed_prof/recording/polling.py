@@ -67,11 +67,26 @@ class RecorderPolling:
         config = plan.config
         if config.profile_trigger_file:
             self._watcher = trigger.TriggerWatcher.for_plan(plan, self.report)
-        self._poller = CapturePoll(plan, self.report, self._watcher)
+        self._poller = CapturePoll(plan, self.report, self._watcher, room=self._room)
         if self._budget is None and config.captures and config.profile_max_gb is not None:
             # a straggler capture may choose a rank the plan does not: it keeps a share too
             self._budget = budget.RankBudget(config, self.backend_name,
                                              list(plan.selected_ranks))
+
+    def _room(self) -> Optional[Tuple[int, str]]:
+        """What this rank tells the poll of its room for a capture (``captures.Room``)."""
+        if self._state is State.DONE:
+            return 0, "profiling has ended there (a profiler failure or --profile-max-gb)"
+        budget_ = self._budget
+        left = budget_.units_left(self._used()) if budget_ is not None else None
+        if left is None:
+            return None
+        unit = self.plan.unit
+        return left, (f"its share of --profile-max-gb {budget_.limit_gb:g} holds "
+                      f"{left} more {unit.name if left == 1 else unit.plural}")
+
+    if TYPE_CHECKING:
+        def _used(self) -> int: ...  # RecorderShutdown's
 
     def _poll(self, n: int) -> None:
         request, capture = self._poller.exchange(n)  # every rank, same unit: one collective

@@ -217,6 +217,7 @@ def two_rank_loop(config, clock, iterations=20, times=None):
     ({}, 21, 0),
     ({"profile_on_slow_step": None, "profile_on_straggler": 1.5}, 0, 21),
     ({"profile_on_straggler": 1.5, "profile_trigger_file": "T"}, 0, 21),
+    ({"profile_max_gb": 10.0}, 0, 21),  # every rank's room for a capture is shared
 ])
 def test_every_poll_makes_exactly_one_collective_whichever_rules_are_on(
         tmp_path, clock, monkeypatch, knobs, broadcasts, gathers):
@@ -296,3 +297,42 @@ def test_a_trigger_request_during_a_capture_is_ignored_and_one_after_it_says_it_
     assert found["iter_22-23"]["trigger"]["rule"] == "request"
     warnings = [w["message"] for w in manifest(tmp_path / "prof", 0)["warnings"]]
     assert any("ignored at iteration 15: a window is still running" in w for w in warnings)
+
+
+def test_a_capture_the_disk_budget_has_no_room_for_is_refused_and_takes_no_slot(
+        tmp_path, clock, capsys):
+    # each capture of 3 iterations is estimated at 30 MB (torch: 10 MB an iteration); the share
+    # holds the first one exactly, and the first trace's own bytes leave room for 2 more only
+    config = settings(tmp_path, profile_max_gb=0.030001, profile_max_captures=5)
+    train(config, clock, {12: 0.5, 25: 0.5, 33: 0.5}, iterations=40)
+    assert list(windows(tmp_path)) == ["iter_13-15"]
+    summary = manifest(tmp_path, 0)["captures"]
+    assert summary["taken"] == [{"capture": 1, "first": 13, "last": 15, "ranks": [0],
+                                 "rule": "slow step"}]
+    assert summary["not_captured"] == 2
+    refused = summary["not_captured_first"]
+    assert [r["unit"] for r in refused] == [25, 33]
+    assert all("could not record its 3 iterations: its share of --profile-max-gb 0.030001 "
+               "holds 2 more iterations" in r["why"] for r in refused)
+    out = capsys.readouterr().out
+    assert "capture 1/5" in out and "capture 2/5" not in out
+    assert "not captured at iteration 26 (rank(s) 0 could not record" in out
+    code, report = check(tmp_path)
+    assert code == 0, report
+
+
+def test_a_straggler_capture_the_other_ranks_budget_has_no_room_for_is_refused_on_every_rank(
+        tmp_path, clock, monkeypatch):
+    TwoRanks(monkeypatch, other={"number": 0.5, "units": [6, 6],
+                                 "room": [1, "its share of --profile-max-gb 1 holds 1 more "
+                                             "iteration"]})
+    two_rank_loop(settings(tmp_path, profile_on_slow_step=None, profile_on_straggler=1.5,
+                           profile_max_gb=1.0, profile_max_captures=1), clock)
+    summary = manifest(tmp_path, 0)["captures"]
+    # refused from 6 on (no slot used); at 20 one iteration is left before the end: it fits
+    assert [w["dir"] for w in manifest(tmp_path, 0)["windows"]] == ["iter_20-20"]
+    assert [t["first"] for t in summary["taken"]] == [20]
+    assert summary["not_captured_first"][0]["seen_at"] == 6
+    assert summary["not_captured_first"][0]["why"] == (
+        "rank(s) 1 could not record its 3 iterations: its share of --profile-max-gb 1 holds 1 "
+        "more iteration")
