@@ -1,9 +1,8 @@
-"""README's promises that a test can hold it to."""
+"""README's promises that a test can hold it to (docs/' pages: test_docs.py, which also checks
+every flag against docs/flags.md)."""
 
 import os
 import re
-
-from mindspeed_prof.config.profiler_config import KNOBS, flag_name
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -28,8 +27,3 @@ def test_readme_has_exactly_two_set_up_commands():
 def test_ci_runs_the_readme_test_command_verbatim():
     assert setup_commands()[1] in read(".ci", "run")
 
-
-def test_every_flag_is_in_the_readme_flag_table():
-    table = read("README.md").split("## Flags", 1)[1].split("\n## ", 1)[0]
-    missing = [flag_name(k) for k in KNOBS if f"`{flag_name(k)}" not in table]
-    assert missing == []

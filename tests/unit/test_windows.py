@@ -179,12 +179,6 @@ def test_a_trigger_window_the_loop_cuts_reports_cut_a_documented_state(tmp_path,
     assert "cut" in written and set(written) <= set(trigger.STATES)
 
 
-def test_the_readme_lists_every_trigger_state():
-    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")).read()
-    listed = re.findall(r"\w+", readme.split("--status` shows each")[1].split(";")[0])
-    assert set(trigger.STATES) <= set(listed), listed
-
-
 def test_trigger_wait_ends_on_a_cut_window_and_exits_1(tmp_path, capsys):
     path = str(tmp_path / "trigger.json")
     trigger.TriggerWatcher(path, poll=1, rank=0, world_size=1, report=None).set_state(
