@@ -1,0 +1,114 @@
+"""Clocks: the steps each capture recorded, and the offset that puts each rank on one clock.
+
+Ranks on different hosts do not share a clock. Every rank of a step ends it together only in
+so far as the step's collectives make them wait for each other, so the offset of a host is
+the median, over the step boundaries every chosen rank recorded (the start and the end of
+each common ``ProfilerStep#N``), of how far its ranks' boundaries lie from the reference
+rank's (the lowest rank). Ranks of one host share its clock and get one offset (the skew
+between them is real and stays visible); ranks whose host is unknown (no manifest) get one
+each. What is left after the offsets (``residual_us``: the largest gap between a rank's
+aligned boundary and the reference's) is stated beside them: it is the tolerance of the
+alignment. With no step every rank recorded there is nothing to align on: raw clocks.
+"""
+
+import os
+import re
+import statistics
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from ..read import tracescan
+
+# torch (kineto) writes its events' ts relative to this (after traceEvents, at the file's end)
+_BASE_RE = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
+_HOST_RE = re.compile(rb'"host_name"\s*:\s*"([A-Za-z0-9._-]{1,253})"')
+_EDGE_BYTES = 1 << 16
+
+
+def recorded_steps(path: str) -> Tuple[Dict[int, Tuple[float, float]], int, Optional[str]]:
+    """({N: (start, end)} in the file's ts, the file's base in ns, the host torch names),
+    from ``check``'s scan (``read/tracescan.py``, remembered in the cache: after a check this
+    reads no event) and the file's first and last 64 KiB."""
+    scan = tracescan.remembered_scan(path)
+    steps = {n: (ts, ts + dur) for n, (ts, dur) in scan.steps.items()
+             if ts is not None and dur is not None}
+    base, host = _edges(path)
+    return steps, base, host
+
+
+def _edges(path):
+    """torch's ``baseTimeNanoseconds`` and ``host_name``, written beside traceEvents."""
+    if path.endswith(".gz"):
+        return 0, None
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(_EDGE_BYTES)
+            size = os.fstat(handle.fileno()).st_size
+            handle.seek(max(0, size - _EDGE_BYTES))
+            tail = handle.read()
+    except OSError:
+        return 0, None
+    base = _BASE_RE.search(tail) or _BASE_RE.search(head)
+    host = _HOST_RE.search(tail) or _HOST_RE.search(head)
+    return int(base.group(1)) if base else 0, host.group(1).decode() if host else None
+
+
+@dataclass
+class Alignment:
+    offsets_us: Dict[int, float]  # rank -> what was added to its timestamps
+    aligned_on: Optional[str]  # what the offsets rest on; None: raw clocks
+    common_steps: List[int] = field(default_factory=list)
+    reference_rank: Optional[int] = None
+    clocks: str = "per host"
+    residual_us: Dict[int, float] = field(default_factory=dict)
+
+    @property
+    def tolerance_us(self) -> Optional[float]:
+        return max(self.residual_us.values()) if self.residual_us else None
+
+    def as_dict(self) -> dict:
+        return {"offsets_us": {str(r): v for r, v in self.offsets_us.items()},
+                "aligned_on": self.aligned_on, "common_steps": self.common_steps,
+                "reference_rank": self.reference_rank, "clocks": self.clocks,
+                "residual_us": {str(r): v for r, v in self.residual_us.items()},
+                "tolerance_us": self.tolerance_us}
+
+
+def align(steps_by_rank: Dict[int, Dict[int, Tuple[float, float]]],
+          hosts: Dict[int, Optional[str]],
+          asked: Optional[Tuple[int, int]] = None) -> Alignment:
+    """Offsets for every rank of ``steps_by_rank`` ({rank: {N: (start, end)}} on each rank's
+    clock); ``asked``: only steps within it are boundaries to align on."""
+    ranks = sorted(steps_by_rank)
+    common = set.intersection(*(set(s) for s in steps_by_rank.values())) if ranks else set()
+    if asked:
+        common = {n for n in common if asked[0] <= n <= asked[1]}
+    common_steps = sorted(common)
+    if not common_steps or not ranks:
+        return Alignment({r: 0.0 for r in ranks}, None, [], ranks[0] if ranks else None,
+                         "raw")
+    reference = ranks[0]
+
+    def gaps(rank):
+        ref, mine = steps_by_rank[reference], steps_by_rank[rank]
+        return [ref[n][i] - mine[n][i] for n in common_steps for i in (0, 1)]
+
+    groups: Dict[object, List[int]] = {}
+    for rank in ranks:  # one clock per host; a rank of no known host is its own
+        groups.setdefault(hosts.get(rank) or ("rank", rank), []).append(rank)
+    offsets = {}
+    for members in groups.values():
+        offset = statistics.median(g for r in members for g in gaps(r))
+        for rank in members:
+            offsets[rank] = 0.0 if reference in members else round(offset, 3)
+    residual = {r: round(max(abs(g - offsets[r]) for g in gaps(r)), 3) for r in ranks}
+    shown = _span(common_steps)
+    clocks = "per host" if any(isinstance(k, str) for k in groups) else "per rank"
+    return Alignment(offsets, f"start and end of ProfilerStep#{shown} (recorded by every rank)",
+                     common_steps, reference, clocks, residual)
+
+
+def _span(numbers):
+    if len(numbers) > 1 and numbers == list(range(numbers[0], numbers[-1] + 1)):
+        return f"{numbers[0]}-{numbers[-1]}"
+    return ",".join(str(n) for n in numbers)

@@ -1,0 +1,121 @@
+"""``merge_timeline``: the chosen ranks of one window in one aligned Chrome-trace file.
+
+Two passes over nothing twice: the steps every capture recorded come from ``check``'s scan
+(remembered in the cache: after a ``check`` this costs a cache lookup per file), the offsets
+from them (``clock.py``); then each rank's files are streamed into the output (``write.py``).
+"""
+
+import os
+from dataclasses import dataclass
+from typing import List, Optional
+
+from ...errors import ConfigError
+from ...version import __version__
+from . import choose, clock
+from .write import Counts, TimelineWriter
+
+SUFFIXES = (".json.gz", ".json")
+
+
+@dataclass
+class Merged:
+    path: str
+    size_bytes: int
+    selection: choose.Selection
+    alignment: clock.Alignment
+    counts: Counts
+    min_us: float
+
+    @property
+    def ranks(self) -> List[int]:
+        return [t.rank for t in self.selection.tracks]
+
+    def metadata(self) -> dict:
+        return metadata(self.selection, self.alignment, self.min_us, self.counts,
+                        origin_us(self.selection, self.alignment))
+
+
+def check_output(output: Optional[str]) -> str:
+    if not output:
+        raise ConfigError("-o FILE.json.gz is required: where to write the merged timeline.")
+    if not output.endswith(SUFFIXES):
+        raise ConfigError(f"-o {output} must end in .json.gz (or .json, uncompressed): the "
+                          f"file Perfetto and chrome://tracing open.")
+    folder = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(folder):
+        raise ConfigError(f"-o {output}: the folder {folder} does not exist; create it or "
+                          f"write elsewhere.")
+    if os.path.isdir(output):
+        raise ConfigError(f"-o {output} is a directory; give a file name ending in .json.gz.")
+    return output
+
+
+def merge_timeline(directory: str, output: str, ranks: Optional[List[str]] = None,
+                   steps: Optional[str] = None, role: Optional[str] = None,
+                   min_us: float = 0.0) -> Merged:
+    """Write the merged timeline of ``directory`` to ``output``; ``ConfigError`` for bad input."""
+    check_output(output)
+    if min_us < 0:
+        raise ConfigError(f"--min-us {min_us:g} must be >= 0 (0 keeps every event).")
+    selection = choose.select(directory, ranks=ranks, steps=steps, role=role)
+    alignment = clock.align({t.rank: t.steps() for t in selection.tracks},
+                            {t.rank: t.host for t in selection.tracks}, selection.steps)
+    origin = origin_us(selection, alignment)
+    writer = TimelineWriter(output, origin)
+    try:
+        for track in selection.tracks:
+            files = [(c.path, c.base_ns, _span(c, selection.steps)) for c in track.captures]
+            writer.add_rank(track.rank, track.name, files, alignment.offsets_us[track.rank],
+                            selection.steps, min_us)
+        size = writer.close(metadata(selection, alignment, min_us, writer.counts, origin))
+    except BaseException:
+        writer.abandon()
+        raise
+    return Merged(output, size, selection, alignment, writer.counts, min_us)
+
+
+def origin_us(selection, alignment) -> int:
+    """The whole µs written as 0: the first kept step's start on the reference clock (small
+    numbers keep a float's digits for the fraction: ``1704161511420289.011`` µs is not a
+    double; 0.011 is)."""
+    starts = [start + alignment.offsets_us[t.rank] for t in selection.tracks
+              for n, (start, _) in t.steps().items()
+              if not selection.steps or selection.steps[0] <= n <= selection.steps[1]]
+    return int(min(starts)) if starts else 0
+
+
+def _span(capture, asked):
+    """[start of the first asked step, start of the next step after them): the events of the
+    asked steps, with the device's tail of the last one; None: the whole capture."""
+    if not asked:
+        return None
+    inside = [start for n, (start, _) in capture.steps.items() if asked[0] <= n <= asked[1]]
+    after = [start for n, (start, _) in capture.steps.items() if n > asked[1]]
+    return min(inside), (min(after) if after else float("inf"))
+
+
+def metadata(selection, alignment, min_us, counts=None, origin=0) -> dict:
+    data = {"tool": "mindspeed_prof", "version": __version__, "root": selection.root,
+            "origin_us": origin,
+            "time_base": "ts = the reference rank's clock (µs) minus origin_us; each rank's "
+                         "own clock plus its offset_us",
+            "role": selection.role, "unit": selection.unit, "windows": selection.windows,
+            "steps": list(selection.steps) if selection.steps else None,
+            "min_us": min_us,
+            "ranks": {str(t.rank): {"pid": t.rank + 1, "name": t.name, "host": t.host,
+                                    "files": [c.rel for c in t.captures]}
+                      for t in selection.tracks},
+            **alignment.as_dict(), "notes": selection.notes}
+    if alignment.aligned_on is None:
+        data["notes"] = data["notes"] + [raw_clocks_note(selection)]
+    if counts is not None:
+        data.update(events=counts.events, dropped_short=counts.dropped_short,
+                    dropped_outside=counts.dropped_outside)
+    return data
+
+
+def raw_clocks_note(selection) -> str:
+    if len(selection.tracks) < 2:
+        return "one rank: nothing to align, its own clock"
+    return ("no step was recorded by every chosen rank: nothing to align on, so each rank keeps "
+            "its raw clock (ranks on different hosts may be shifted against each other)")
