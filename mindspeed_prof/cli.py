@@ -14,7 +14,7 @@ from .errors import ConfigError
 from .version import __version__
 
 COMMANDS = ("show-config", "adapt-script", "check", "summary", "merge", "memory", "analyse",
-            "trigger")
+            "trigger", "timeline", "diff", "report")
 
 
 def _module(command):
