@@ -22,6 +22,11 @@ def _argparse_kwargs(knob):
     spec = KNOBS[knob]
     kind = spec.metadata["kind"]
     shown = format_selection(spec.default) if kind is kinds.RANKS else None
+    if knob == "profile_ranks":
+        # An untyped --profile-ranks takes the host parser's default (host_defaults.py): saying
+        # "0" alone was wrong inside Megatron-LM >= 0.17, where it means every rank.
+        shown = (f"Megatron-LM's own where it defines the flag, [0] = rank 0 up to 0.16 and [] = "
+                 f"every rank from 0.17 (show-config: --megatron-version); else {shown}")
     return kind.argparse_kwargs(flag_name(knob), spec.default, spec.metadata["help"],
                                 spec.metadata.get("choices"), shown_default=shown)
 

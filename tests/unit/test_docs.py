@@ -69,6 +69,14 @@ def test_every_flag_of_help_is_in_docs_flags_with_its_help_line_and_default():
         assert row[2].strip("`") == default, action.option_strings[0]
 
 
+def test_profile_ranks_help_names_the_hosts_default_not_rank_0_alone():
+    # An untyped --profile-ranks takes Megatron-LM's own default: every rank from 0.17.
+    (action,) = [a for a in profile_help_actions() if a.option_strings[0] == "--profile-ranks"]
+    default = re.search(r"\(default: (.*); expects", " ".join(action.help.split()))[1]
+    assert default != "0"
+    assert "[] = every rank from 0.17" in default and "--megatron-version" in default
+
+
 def test_the_commands_table_lists_every_command_of_help_with_each_of_its_options():
     rows = {row[0].strip("`").split()[1]: row[0]
             for row in table_rows(read("docs", "output.md"), "<!-- command table")}
