@@ -1,0 +1,241 @@
+"""``mindspeed-prof timeline``: one Chrome-trace/Perfetto file of many ranks, read back from disk:
+a named process per rank, the asked steps' markers only, clocks aligned with the offsets stated,
+torch traces and the real Ascend sample, RL roles and request windows."""
+
+import gzip
+import json
+import os
+import shutil
+
+import pytest
+
+from helpers.cli import run_cli
+from helpers.inference import armed, config, serve
+from output_fixtures import samples
+from output_fixtures.torch_traces import torch_trace
+from test_role_output import profile_role
+
+SHIFT_US = 5_000_000.0  # another host's clock: 5 s ahead
+
+
+def merged(path):
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def process_names(data):
+    return {e["pid"]: e["args"]["name"] for e in data["traceEvents"]
+            if e["ph"] == "M" and e["name"] == "process_name"}
+
+
+def step_markers(data):
+    """{pid: {N: (ts, dur)}} of the ProfilerStep#N events."""
+    found = {}
+    for e in data["traceEvents"]:
+        if e["ph"] == "X" and e["name"].startswith("ProfilerStep#"):
+            found.setdefault(e["pid"], {})[int(e["name"].split("#")[1])] = (e["ts"], e["dur"])
+    return found
+
+
+def write_manifest(save, rank, hostname="node0", world=2, tp=2):
+    samples.write_manifest(save, rank, hostname=hostname, world_size=world, backend="torch",
+                           parallel={"tensor_model_parallel_size": tp,
+                                     "pipeline_model_parallel_size": 1,
+                                     "data_parallel_size": world // tp,
+                                     "context_parallel_size": 1, "rank": rank,
+                                     "world_size": world})
+
+
+def shift_trace(path, by_us):
+    """The same trace as another host's clock would stamp it."""
+    with open(path) as handle:
+        data = json.load(handle)
+    for event in data["traceEvents"]:
+        if isinstance(event.get("ts"), (int, float)):
+            event["ts"] += by_us
+    with open(path, "w") as handle:
+        json.dump(data, handle)
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    """Ranks 0 and 1 of a tp=2 job, iterations 5-7, with manifests."""
+    save = tmp_path_factory.mktemp("timeline") / "prof"
+    for rank in (0, 1):
+        torch_trace(save, rank=rank, start=5, end=8)
+        write_manifest(save, rank)
+    return save
+
+
+def test_merged_file_opens_as_json_with_one_process_per_rank_named_with_its_place(
+        two_ranks, tmp_path, capsys):
+    out = tmp_path / "merged.json.gz"
+    code, printed, _ = run_cli(capsys, "timeline", two_ranks, "-o", out)
+    assert code == 0
+    data = merged(out)
+    assert process_names(data) == {1: "rank 0 · tp0 pp0 dp0", 2: "rank 1 · tp1 pp0 dp0"}
+    assert {pid: sorted(steps) for pid, steps in step_markers(data).items()} == \
+        {1: [5, 6, 7], 2: [5, 6, 7]}
+    assert {e["pid"] for e in data["traceEvents"]} == {1, 2}
+    meta = data["mindspeed_prof"]
+    assert set(meta["offsets_us"]) == {"0", "1"} and meta["aligned_on"].startswith(
+        "start and end of ProfilerStep#5-7")
+    assert f"({os.path.getsize(out) / 1024:,.1f} KB)" in printed
+    assert "rank 1 · tp1 pp0 dp0" in printed and "offset +0.0 µs" in printed
+
+
+def test_steps_keeps_only_the_asked_steps_markers_and_events(two_ranks, tmp_path, capsys):
+    out = tmp_path / "one.json.gz"
+    code, printed, _ = run_cli(capsys, "timeline", two_ranks, "-o", out, "--steps", "6-6")
+    assert code == 0
+    data = merged(out)
+    markers = step_markers(data)
+    assert {pid: sorted(steps) for pid, steps in markers.items()} == {1: [6], 2: [6]}
+    for event in data["traceEvents"]:
+        if event["ph"] == "X":  # nothing that began before step 6 on its rank
+            assert event["ts"] >= markers[event["pid"]][6][0] - 0.001
+    assert "outside the steps" in printed and data["mindspeed_prof"]["steps"] == [6, 6]
+
+
+def test_ranks_selects_by_global_rank_and_by_layout_selector(two_ranks, tmp_path, capsys):
+    for selector in ("1", "tp=1"):
+        out = tmp_path / f"r{selector.replace('=', '')}.json.gz"
+        assert run_cli(capsys, "timeline", two_ranks, "-o", out, "--ranks", selector)[0] == 0
+        assert process_names(merged(out)) == {2: "rank 1 · tp1 pp0 dp0"}
+
+
+def test_min_us_drops_short_events_but_keeps_the_step_markers(two_ranks, tmp_path, capsys):
+    out = tmp_path / "long.json"
+    code, printed, _ = run_cli(capsys, "timeline", two_ranks, "-o", out, "--min-us", "50")
+    assert code == 0
+    data = merged(out)
+    complete = [e for e in data["traceEvents"] if e["ph"] == "X"]
+    assert all(e["dur"] >= 50 for e in complete if not e["name"].startswith("ProfilerStep#"))
+    assert sum(len(s) for s in step_markers(data).values()) == 6
+    assert "shorter than 50 µs" in printed and data["mindspeed_prof"]["dropped_short"] > 0
+
+
+def test_a_rank_on_another_host_is_aligned_and_its_steps_start_within_the_stated_tolerance(
+        tmp_path, capsys):
+    save = tmp_path / "prof"
+    for rank, host in ((0, "node0"), (1, "node1")):
+        torch_trace(save, rank=rank, start=5, end=8)
+        write_manifest(save, rank, hostname=host)
+    shift_trace(next(save.glob("rank1.*.pt.trace.json")), SHIFT_US)
+    out = tmp_path / "aligned.json.gz"
+    code, printed, _ = run_cli(capsys, "timeline", save, "-o", out)
+    assert code == 0
+    data = merged(out)
+    meta = data["mindspeed_prof"]
+    assert meta["clocks"] == "per host" and meta["reference_rank"] == 0
+    assert meta["offsets_us"]["1"] == pytest.approx(-SHIFT_US, abs=50_000)
+    markers = step_markers(data)
+    for step in (5, 6, 7):
+        assert abs(markers[1][step][0] - markers[2][step][0]) <= meta["tolerance_us"] + 0.01
+    assert f"offset {meta['offsets_us']['1']:+,.1f} µs" in printed
+
+
+def test_ranks_of_one_host_keep_its_one_clock(two_ranks, tmp_path, capsys):
+    out = tmp_path / "host.json.gz"
+    assert run_cli(capsys, "timeline", two_ranks, "-o", out)[0] == 0
+    assert merged(out)["mindspeed_prof"]["offsets_us"] == {"0": 0.0, "1": 0.0}
+
+
+def test_no_step_every_rank_recorded_is_said_and_the_raw_clocks_kept(tmp_path, capsys):
+    save = tmp_path / "prof"
+    torch_trace(save, rank=0, start=5, end=7)
+    torch_trace(save, rank=1, start=10, end=12)
+    out = tmp_path / "raw.json.gz"
+    code, printed, _ = run_cli(capsys, "timeline", save, "-o", out)
+    assert code == 0
+    meta = merged(out)["mindspeed_prof"]
+    assert meta["aligned_on"] is None and meta["offsets_us"] == {"0": 0.0, "1": 0.0}
+    assert any("raw clock" in note for note in meta["notes"])
+    assert "clocks: NOT aligned: no step was recorded by every chosen rank" in printed
+
+
+def test_npu_trace_views_string_timestamps_are_written_as_numbers_in_each_ranks_process(
+        tmp_path, capsys):
+    save = tmp_path / "prof"
+    samples.two_ranks(save)
+    out = tmp_path / "npu.json.gz"
+    code, _, _ = run_cli(capsys, "timeline", save, "-o", out)
+    assert code == 0
+    data = merged(out)
+    timed = [e for e in data["traceEvents"] if e["ph"] != "M"]
+    assert timed and all(isinstance(e["ts"], (int, float)) for e in timed)
+    assert process_names(data) == {1: "rank 0", 2: "rank 1"}
+    threads = {e["args"]["name"] for e in data["traceEvents"] if e["name"] == "thread_name"}
+    assert "Ascend Hardware · Stream 3" in threads
+    # "1704161511420289.011": the fraction survives (float() of the string would lose it)
+    assert step_markers(data)[1][1] == (0.011, 14091.97)
+    assert data["mindspeed_prof"]["origin_us"] == 1704161511420289
+    flows = [e for e in data["traceEvents"] if e["ph"] in ("s", "f")]
+    assert {e["id"] >> 32 for e in flows} == {1, 2}  # no id shared across ranks
+
+
+def test_rl_output_needs_a_role_and_names_the_roles_processes(tmp_path, capsys):
+    save = tmp_path / "rl"
+    for rank in (0, 1):
+        profile_role(save, "rollout", rank)
+    profile_role(save, "ref", 0)
+    out = tmp_path / "rl.json.gz"
+    code, _, err = run_cli(capsys, "timeline", save, "-o", out)
+    assert code == 2 and "--role ref" in err and "ref, rollout" in err
+    code, _, _ = run_cli(capsys, "timeline", save, "-o", out, "--role", "rollout")
+    assert code == 0
+    data = merged(out)
+    assert sorted(process_names(data).values()) == ["rollout rank 0", "rollout rank 1"]
+    assert {pid: sorted(s) for pid, s in step_markers(data).items()} == {1: [2], 2: [2]}
+    assert data["mindspeed_prof"]["role"] == "rollout"
+
+
+def test_request_windows_are_one_timeline_with_steps_and_otherwise_named(tmp_path, capsys):
+    driver = armed(config(tmp_path))
+    serve(driver, 4)
+    driver.close()
+    save = tmp_path / "prof"
+    out = tmp_path / "req.json.gz"
+    code, _, err = run_cli(capsys, "timeline", save, "-o", out)
+    assert code == 2 and "--steps A-B" in err and "req_2-2" in err
+    code, printed, _ = run_cli(capsys, "timeline", save, "-o", out, "--steps", "2-3")
+    assert code == 0 and "requests 2-3" in printed
+    data = merged(out)
+    assert {pid: sorted(s) for pid, s in step_markers(data).items()} == {1: [2, 3]}
+    assert data["mindspeed_prof"]["unit"] == "request"
+    window = save / "req_3-3"
+    assert run_cli(capsys, "timeline", window, "-o", out)[0] == 0
+    assert {pid: sorted(s) for pid, s in step_markers(merged(out)).items()} == {1: [3]}
+
+
+@pytest.mark.parametrize("args, named", [
+    (["-o", "{tmp}/x.txt"], "-o"),
+    (["-o", "{tmp}/none/x.json.gz"], "-o"),
+    (["-o", "{tmp}/x.json.gz", "--steps", "7-5"], "--steps"),
+    (["-o", "{tmp}/x.json.gz", "--steps", "five"], "--steps"),
+    (["-o", "{tmp}/x.json.gz", "--min-us", "-1"], "--min-us"),
+    (["-o", "{tmp}/x.json.gz", "--ranks", "9"], "--ranks"),
+    (["-o", "{tmp}/x.json.gz", "--role", "actor"], "--role"),
+])
+def test_bad_input_is_one_line_naming_the_argument_and_exit_2(two_ranks, tmp_path, capsys,
+                                                             args, named):
+    code, _, err = run_cli(capsys, "timeline", two_ranks,
+                           *[a.format(tmp=tmp_path) for a in args])
+    assert code == 2 and len(err.strip().splitlines()) == 1 and named in err
+    assert "Traceback" not in err and not list(tmp_path.glob("x.json*"))
+
+
+def test_a_missing_directory_is_named(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "timeline", tmp_path / "nope", "-o", tmp_path / "x.json.gz")
+    assert code == 2 and "DIR" in err and "does not exist" in err
+
+
+def test_a_trace_copied_under_another_name_keeps_its_rank_from_the_file_name(
+        two_ranks, tmp_path, capsys):
+    save = tmp_path / "copy"
+    shutil.copytree(two_ranks, save)
+    (save / "profile_manifest_rank1.json").unlink()
+    out = tmp_path / "copy.json.gz"
+    assert run_cli(capsys, "timeline", save, "-o", out)[0] == 0
+    assert process_names(merged(out))[2] == "rank 1"
