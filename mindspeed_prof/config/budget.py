@@ -3,7 +3,7 @@
 The estimate is deliberately simple and printed with its parts, so a user can see why a request
 was refused: megabytes per profiled iteration per rank for the level, times multipliers for the
 options that grow traces. The constants are rough figures from public reports of real Ascend and
-GPU captures (see README); the live check during a window is what actually bounds the disk use.
+GPU captures (see docs/windows.md); the live check during a window is what actually bounds the disk use.
 """
 
 import os

@@ -3,7 +3,7 @@ training through every route, and MindSpeed-LLM's inference.py answering request
 
 Needs three checkouts, never vendored here: MINDSPEED_LLM_PATH (MindSpeed-LLM master),
 MINDSPEED_PATH (MindSpeed master) and MEGATRON_LM_PATH (Megatron-LM core_v0.12.1), in a Python
-environment with megatron-core==0.12.1 and the packages on their import path (README, "The real
+environment with megatron-core==0.12.1 and the packages on their import path (docs/development.md, "The real
 MindSpeed tier"). torch_npu, torchair and acl are stubs (tests/harness/real_mindspeed); the stub's
 profiler announces itself, so a host profiler starting beside ours shows in the output.
 """

@@ -1,5 +1,5 @@
 """Opt-in: the verl integration on the real verl 0.9.1 (``RL_VERL_TIER=1``, run with an
-interpreter that has verl, e.g. the environment of README's "The real verl tier"; Ray starts
+interpreter that has verl, e.g. the environment of docs/rl.md's "The real verl tier"; Ray starts
 slowly on 2 cores: each job takes one to two minutes).
 
 verl's own ``main_ppo`` -> ``RayPPOTrainer.fit``, through ``mindspeed_prof.integrations.verl.

@@ -4,7 +4,7 @@ start on 2 cores, so the default suite leaves it out).
 
 Each actor method is one command wrapped in ``prof.step(g)`` + ``prof.stage(name)``, as a verl
 worker method would be, so every role selects its stages with ``profile_stages``: a step
-entered once per method call keeps only its first block otherwise (README, RL).
+entered once per method call keeps only its first block otherwise (docs/rl.md).
 """
 
 import importlib.util

@@ -86,7 +86,7 @@ def _message(version, missing):
     return (f"mindspeed_prof's verl integration knows the ActorRolloutRefWorker of verl "
             f"{', '.join(TESTED_VERSIONS)}; verl {version}'s differs: " + "; ".join(missing) +
             f". Use verl {TESTED_VERSIONS[-1]}, or wrap your worker's methods with "
-            f"mindspeed_prof.role_profiler yourself (README, RL).")
+            f"mindspeed_prof.role_profiler yourself (docs/rl.md).")
 
 
 def _method_problem(method, is_async: bool, parameter: Optional[str], magic_attr: str):

@@ -131,7 +131,7 @@ def planned_roles(config, roles, warn: bool = False):
         if warn:
             log.warning(f"rollout: verl's rollout {_rollout_name(config)!r} generates in its own "
                         f"server processes; this worker records actor and ref only "
-                        f"(README, RL: verl)")
+                        f"(docs/rl.md, verl)")
     return configs
 
 
@@ -149,7 +149,7 @@ _SERVER_ROLLOUT = (
     "roles.rollout: verl's rollout {name!r} generates in its own server processes, not in this "
     "worker, so nothing of it can be recorded here; remove roles.rollout (or give it profile: "
     "false) and profile the server with verl's actor_rollout_ref.rollout.profiler "
-    "(README, RL: verl).")
+    "(docs/rl.md, verl).")
 
 
 def _rollout_name(config):
