@@ -78,6 +78,7 @@ setup(
         "mindspeed_prof.output.read",
         "mindspeed_prof.output.render",
         "mindspeed_prof.output.summary",
+        "mindspeed_prof.output.report",
         "mindspeed_prof.output.timeline",
         "mindspeed_prof.recording",
         "mindspeed_prof.script",
@@ -98,7 +99,11 @@ setup(
     extras_require={
         "demo": ["megatron-core==0.16.1"],
         "plot": ["matplotlib"],
-        "test": ["megatron-core==0.16.1", "mypy", "msprof-analyze", "matplotlib", *TEST_COMMON],
+        # `mindspeed-prof report` embeds plotly.js in its page; plotly (~15 MB, with narwhals)
+        # is imported by that command alone, so training images need not carry it
+        "report": ["plotly>=5"],
+        "test": ["megatron-core==0.16.1", "mypy", "msprof-analyze", "matplotlib", "plotly>=5",
+                 *TEST_COMMON],
         # The Python 3.12 leg (scripts/test_current_megatron.sh): today's megatron-core, which
         # needs Python >= 3.12.
         "test-current": ["megatron-core==0.19.2", *TEST_COMMON],

@@ -1,5 +1,6 @@
 """The dependency rules of DESIGN §1, checked in fresh interpreters."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -57,7 +58,7 @@ def test_activation_path_does_not_import_torch():
 
 
 # The CLI's readers parse with these; a training process must never pay for them.
-READER_LIBRARIES = ("pyarrow", "msgspec", "polars", "orjson", "simdjson", "ijson")
+READER_LIBRARIES = ("pyarrow", "msgspec", "polars", "orjson", "simdjson", "ijson", "plotly")
 
 
 def test_training_side_imports_none_of_the_readers_parsers():
@@ -75,6 +76,9 @@ def test_the_readers_do_import_their_parsers_so_the_check_above_can_fail():
                              "from mindspeed_prof.output.summary import aggregate\n"
                              "aggregate.load_parsers()\ntracescan._Validator()")
     assert {"pyarrow", "msgspec", "simdjson"} <= set(modules)
+    if importlib.util.find_spec("plotly") is not None:  # the report's page embeds plotly.js
+        assert "plotly" in imported_after("from mindspeed_prof.output.report import write\n"
+                                          "write.plotlyjs()")
 
 
 def test_a_cli_command_imports_only_its_own_module(tmp_path):

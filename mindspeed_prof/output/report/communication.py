@@ -1,0 +1,199 @@
+"""Communication per group and collective kind: count, bytes, time and bandwidth, where the
+files say them.
+
+- NPU text export: ``ASCEND_PROFILER_OUTPUT/communication.json`` (per step, per operator named
+  ``hcom_<kind>__<id>@<group>``): elapsed time, transit time and the bytes each transport moved.
+  Bandwidth is bytes over transit time, as msprof-analyze computes it.
+- torch trace: one kind of event per trace, the first present of: the device's NCCL/HCCL
+  kernels, the backend's own collective annotations (``gloo:``/``nccl:``/``hccl:``, the
+  collective running on its worker thread), the ``c10d::`` calls. Bytes and group come from the
+  event's arguments where kineto writes them (``In msg nelems``, ``dtype``, ``Process Group
+  Description``); a CPU gloo trace has none, so its bytes stay unknown, never guessed.
+
+Each capture is read on its own (over several processes when big) and remembered in the cache
+like summary's numbers.
+"""
+
+import json
+import os
+import re
+from typing import Any, Dict, List, Optional, Tuple
+
+from ...layout import ASCEND_OUTPUT_DIR
+from .. import cache, parallel
+from ..read import jsonstream
+from ..read.errors import CorruptFile
+
+KIND = "report_communication"
+NPU_FILE = "communication.json"
+UNKNOWN_GROUP = "(not in the trace)"
+DTYPE_BYTES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8,
+               "float64": 8, "int": 4, "int32": 4, "long": 8, "int64": 8, "short": 2,
+               "int16": 2, "byte": 1, "uint8": 1, "char": 1, "int8": 1, "bool": 1,
+               "float8_e4m3fn": 1, "float8_e5m2": 1}
+KERNEL_MARKS = ("nccl", "hccl", "hcom")
+ANNOTATION_PREFIXES = ("gloo:", "nccl:", "hccl:")
+CALL_PREFIXES = ("c10d::", "c10d_functional::", "_c10d_functional::")
+SOURCES = ("device kernels", "backend annotations", "c10d calls")
+_KIND_ALIASES = {"allgatherbase": "allgather", "allgatherintotensor": "allgather",
+                 "allgatherintotensorcoalesced": "allgather", "reducescatterbase":
+                 "reducescatter", "reducescattertensor": "reducescatter",
+                 "reducescattertensorcoalesced": "reducescatter", "sendrecv": "sendrecv"}
+
+
+def kind_name(raw: str) -> str:
+    """One name per collective whatever wrote it: ``c10d::allreduce_``, ``gloo:all_reduce``,
+    ``ncclDevKernel_AllReduce_Sum_f32_RING_LL`` and ``hcom_allReduce_`` are all ``allreduce``."""
+    text = raw
+    for prefix in (*CALL_PREFIXES, *ANNOTATION_PREFIXES, "hcom_"):
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+    lowered = text.lower()
+    if lowered.startswith(("nccldevkernel_", "ncclkernel_")):
+        text = text.split("_", 2)[1] if "_" in text else text
+    letters = re.sub(r"[^a-z]", "", text.split("__")[0].lower())
+    return _KIND_ALIASES.get(letters, letters or raw)
+
+
+def _row():
+    return {"count": 0, "bytes": None, "time_us": 0.0, "transit_us": None}
+
+
+def _add(rows, group, kind, count, nbytes, time_us, transit_us=None):
+    row = rows.setdefault((group, kind), _row())
+    row["count"] += count
+    row["time_us"] += time_us
+    if nbytes is not None:
+        row["bytes"] = (row["bytes"] or 0) + nbytes
+    if transit_us is not None:
+        row["transit_us"] = (row["transit_us"] or 0.0) + transit_us
+
+
+def _npu(path: str) -> Dict[str, Any]:
+    """communication.json of one capture (steps -> collective/p2p -> operator -> info)."""
+    file = os.path.join(path, ASCEND_OUTPUT_DIR, NPU_FILE)
+    if not os.path.isfile(file):
+        return {"source": None, "rows": []}
+    try:
+        with open(file, "rb") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError) as exc:
+        return {"source": NPU_FILE, "rows": [], "error": f"{NPU_FILE} unreadable: {exc}"}
+    rows: Dict[Tuple[str, str], Dict[str, Any]] = {}
+    for step in data.values() if isinstance(data, dict) else ():
+        for ops in step.values() if isinstance(step, dict) else ():
+            for name, info in ops.items() if isinstance(ops, dict) else ():
+                if name == "Total Op Info" or not isinstance(info, dict):
+                    continue
+                times = info.get("Communication Time Info") or {}
+                links = info.get("Communication Bandwidth Info") or {}
+                group = name.rsplit("@", 1)[1] if "@" in name else UNKNOWN_GROUP
+                megabytes = sum(_num(v.get("Transit Size(MB)")) for v in links.values()
+                                if isinstance(v, dict))
+                transit = _num(times.get("Transit Time(ms)")) * 1000.0
+                _add(rows, group, kind_name(name), 1, megabytes * 1e6,
+                     _num(times.get("Elapse Time(ms)")) * 1000.0, transit)
+    return {"source": NPU_FILE, "rows": _listed(rows)}
+
+
+def _num(value) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        else 0.0
+
+
+def _tier(event) -> Optional[int]:
+    name = event.get("name")
+    if not isinstance(name, str):
+        return None
+    category = str(event.get("cat", ""))
+    if category == "kernel" and any(m in name.lower() for m in KERNEL_MARKS):
+        return 0
+    if name.startswith(ANNOTATION_PREFIXES):
+        return 1
+    if name.startswith(CALL_PREFIXES) and category == "cpu_op":
+        return 2
+    return None
+
+
+def torch_communication(path: str) -> Dict[str, Any]:
+    """The collectives of one torch trace (see the module docstring); ``CorruptFile`` when the
+    trace is not whole."""
+    found: List[Dict[tuple, Dict[str, Any]]] = [{}, {}, {}]
+    for batch in jsonstream.iter_event_batches(path):
+        for event in batch:
+            if not isinstance(event, dict) or event.get("ph") != "X":
+                continue
+            tier = _tier(event)
+            if tier is None:
+                continue
+            args = event.get("args")
+            if not isinstance(args, dict):
+                args = {}
+            raw = args.get("Collective name") or event["name"]
+            group = args.get("Process Group Description") or args.get("Process Group Name")
+            nbytes = None
+            nelems, dtype = args.get("In msg nelems"), str(args.get("dtype", "")).lower()
+            if isinstance(nelems, (int, float)) and dtype in DTYPE_BYTES:
+                nbytes = float(nelems) * DTYPE_BYTES[dtype]
+            _add(found[tier], str(group) if group else UNKNOWN_GROUP, kind_name(str(raw)), 1,
+                 nbytes, _num(event.get("dur")))
+    for tier, rows in enumerate(found):
+        if rows:
+            return {"source": SOURCES[tier], "rows": _listed(rows)}
+    return {"source": None, "rows": []}
+
+
+def _listed(rows):
+    return [[group, kind, row] for (group, kind), row in sorted(rows.items())]
+
+
+def _remembered_torch(path):
+    try:
+        return cache.remembered(path, KIND, torch_communication, lambda r: r, lambda hit: {
+            "source": hit["source"], "rows": [list(r) for r in hit["rows"]]}, CorruptFile)
+    except (CorruptFile, OSError, ValueError, RecursionError, EOFError) as exc:
+        return {"source": None, "rows": [], "error": str(exc)}
+
+
+def read_one(backend: str, path: str) -> Dict[str, Any]:
+    return _npu(path) if backend == "npu" else _remembered_torch(path)
+
+
+def communication(runs) -> Dict[str, Any]:
+    """Over the captures ``runs`` (discover's, with a rank): rows per (group, kind) summed over
+    ranks, and per rank the same rows' time (for the slowest rank of each group)."""
+    calls = [(r.backend, r.path) for r in runs]
+    sizes = [_size(r) for r in runs]
+    results = parallel.run(read_one, calls, parallel.workers_for(sum(sizes), len(calls)))
+    total: Dict[Tuple[str, str], Dict[str, Any]] = {}
+    ranks: Dict[Tuple[str, str], set] = {}
+    sources, errors = set(), []
+    for run, result in zip(runs, results):
+        if result.get("error"):
+            errors.append(f"{run.rel}: {result['error']}")
+        if result.get("source"):
+            sources.add(result["source"])
+        for group, kind, row in result["rows"]:
+            _add(total, group, kind, row["count"], row["bytes"], row["time_us"],
+                 row["transit_us"])
+            ranks.setdefault((group, kind), set()).add(run.rank)
+    rows = []
+    for (group, kind), row in sorted(total.items(), key=lambda kv: -kv[1]["time_us"]):
+        moving = row["transit_us"] if row["transit_us"] else row["time_us"]
+        rows.append({"group": group, "kind": kind, "ranks": len(ranks[(group, kind)]),
+                     "count": row["count"], "bytes": row["bytes"], "time_us": row["time_us"],
+                     "bandwidth_gb_s": (row["bytes"] / (moving * 1e3)
+                                        if row["bytes"] and moving else None)})
+    return {"sources": sorted(sources), "rows": rows, "errors": errors}
+
+
+def _size(run):
+    if run.backend == "npu":
+        file = os.path.join(run.path, ASCEND_OUTPUT_DIR, NPU_FILE)
+        return os.path.getsize(file) if os.path.isfile(file) else 0
+    if cache.worth_caching(run.path) and cache.load(run.path, KIND) is not None:
+        return 0
+    try:
+        return os.path.getsize(run.path)
+    except OSError:
+        return 0

@@ -1,0 +1,297 @@
+"""The report's sections as HTML, each table bounded (``MAX_ROWS``, ``MAX_TEXT``): the page's
+size does not grow with the job's beyond them. Text from the files is escaped here."""
+
+import html
+from typing import Any, Dict, List, Optional
+
+from ..read import columns
+from .figures import SHORT
+
+MAX_ROWS = 1024  # rows of one table (ranks): every rank of a 1,024-rank job, no more
+MAX_LISTED = 64  # verdict rows of valid ranks, notes, captures, memory entries
+MAX_TEXT = 300  # characters of one cell of text read from the files
+PARTS = ("step_time", *[k for k in columns.STEP_COMPONENTS
+                        if k in ("Computing", "Communication(Not Overlapped)", "Overlapped",
+                                 "Free")])
+
+
+def e(text: Any, limit: int = MAX_TEXT) -> str:
+    text = str(text)
+    return html.escape(text if len(text) <= limit else text[:limit - 1] + "…", quote=True)
+
+
+def us_cell(value: Optional[float]) -> str:
+    """A time: shown in ms, the exact µs of summary --json in ``data-us``."""
+    if value is None:
+        return "<td class=n>-</td>"
+    return f"<td class=n data-us='{value!r}'>{value / 1000.0:.3f}</td>"
+
+
+def num_cell(value: Any, form: str = "") -> str:
+    if value is None:
+        return "<td class=n>-</td>"
+    return f"<td class=n>{format(value, form)}</td>"
+
+
+def table(header: List[str], rows: List[str], cls: str = "") -> str:
+    head = "".join(f"<th>{h}</th>" for h in header)
+    return f"<table class='{cls}'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}" \
+           f"</tbody></table>"
+
+
+class Sections:
+    def __init__(self):
+        self.parts: List[str] = []
+        self.figures: List[tuple] = []
+        self.anchors: List[tuple] = []
+
+    def html(self) -> str:
+        return "\n".join(self.parts)
+
+    def raw(self, text: str) -> None:
+        self.parts.append(text)
+
+    def nav(self) -> str:
+        return "<nav>" + "".join(f"<a href='#{a}'>{e(t)}</a>" for a, t in self.anchors) + \
+            "</nav>"
+
+    def section(self, title: str, answers: str) -> None:
+        anchor = f"s{len(self.anchors)}"
+        self.anchors.append((anchor, title))
+        self.parts.append(f"<h2 id={anchor}>{e(title)}</h2><p class=answers>{e(answers)}</p>")
+
+    def note(self, text: str) -> None:
+        self.parts.append(f"<p class=note>{e(text, 2 * MAX_TEXT)}</p>")
+
+    def figure(self, figure: Dict[str, Any], kind: str) -> None:
+        div = f"fig{len(self.figures)}"
+        self.figures.append((div, figure))
+        self.parts.append(f"<div class='card {kind}' id={div}></div>")
+
+    def grid(self, figures: List[Dict[str, Any]], kind: str) -> None:
+        self.parts.append("<div class=grid>")
+        for figure in figures:
+            self.figure(figure, kind)
+        self.parts.append("</div>")
+
+    # -- sections ---------------------------------------------------------------------------
+
+    def verdicts(self, part: Dict[str, Any]) -> None:
+        check = part["check"]
+        ranks = check["ranks"]
+        valid = sum(1 for r in ranks if r["verdict"] == "valid")
+        word = "ok" if part["exit_code"] == 0 else "bad"
+        self.parts.append(
+            f"<p><span class={word}>{valid} of {len(ranks)} rank(s) valid</span>"
+            + (f" · {len(check['unranked'])} capture(s) of unknown rank"
+               if check.get("unranked") else "")
+            + f" · check's exit code {part['exit_code']}"
+            + (f" · run {e(check['run'])}" if check.get("run") else "") + "</p>")
+        groups: Dict[tuple, List[int]] = {}
+        for rank in ranks:
+            backends = ", ".join(sorted({r["backend"] for r in rank["runs"]})) or "-"
+            groups.setdefault((rank["verdict"], backends), []).append(rank["rank"])
+        rows = [f"<tr><td class={'ok' if verdict == 'valid' else 'bad'}>{e(verdict)}</td>"
+                f"<td>{e(backends)}</td><td class=n>{len(found)}</td>"
+                f"<td>{e(rank_ranges(found), 2 * MAX_TEXT)}</td></tr>"
+                for (verdict, backends), found in sorted(groups.items())]
+        self.parts.append(table(["VERDICT", "BACKEND", "RANKS", "WHICH"], rows, "verdicts"))
+        bad = [r for r in ranks if r["verdict"] != "valid"]
+        rows = []
+        for rank in bad[:MAX_LISTED]:
+            detail = (rank["problems"] or [p for run in rank["runs"] for p in run["problems"]]
+                      or rank["notes"] or [""])[0]
+            rows.append(f"<tr><td class=n>{rank['rank']}</td><td class=bad>"
+                        f"{e(rank['verdict'])}</td><td>{e(detail)}</td></tr>")
+        if rows:
+            self.parts.append(table(["RANK", "VERDICT", "WHY"], rows, "bad-ranks"))
+        if len(bad) > MAX_LISTED:
+            self.note(f"{len(bad) - MAX_LISTED} more rank(s) not valid: `mindspeed-prof check "
+                      f"--json` lists every one.")
+        for warning in check.get("warnings", [])[:MAX_LISTED]:
+            self.note("warning: " + warning)
+
+    def per_step_table(self, rows: List[Dict[str, Any]], unit: str) -> None:
+        if not rows:
+            self.note(f"no {unit} recorded.")
+            return
+        keys = [k for k in PARTS if any(k in r["mean_us"] for r in rows)]
+        body = [f"<tr><td class=n>{r['step']}</td><td>{e(r['backend'] or '-')}</td>"
+                f"<td class=n>{r['ranks']}</td>"
+                + "".join(us_cell(r["mean_us"].get(k)) for k in keys)
+                + us_cell(r["max_step_time_us"]) + num_cell(r["slowest_rank"]) + "</tr>"
+                for r in rows[:MAX_ROWS]]
+        self.parts.append(table([unit.upper(), "BACKEND", "RANKS",
+                                 *[f"{SHORT[k]} (ms, mean)" for k in keys],
+                                 "SLOWEST (ms)", "SLOWEST RANK"], body, "per-step"))
+
+    def slow_ranks(self, slow: Dict[str, Any]) -> None:
+        if not slow["rows"]:
+            self.note("fewer than two ranks with step times: no rank to compare.")
+            return
+        self.parts.append(f"<p>{slow['slow']} of {slow['of']} rank(s) 5% or more over the "
+                          f"median step time; the {slow['shown']} slowest:</p>")
+        rows = []
+        for row in slow["rows"]:
+            why = "-"
+            if row["reason"]:
+                delta = row["component_deltas_us"][row["explained_by"]]
+                why = (f"{e(row['reason'])}: {SHORT.get(row['explained_by'])} "
+                       f"{delta / 1000.0:+.3f} ms vs median")
+            rows.append(f"<tr class='{'slow' if row['slow'] else ''}'><td class=n>{row['rank']}"
+                        f"</td><td>{e(row.get('backend') or '')}</td>{us_cell(row['step_time_us'])}"
+                        f"<td class=n data-us='{row['deviation_us']!r}'>"
+                        f"{row['deviation_us'] / 1000.0:+.3f} ({row['deviation_pct']:+.1f}%)</td>"
+                        f"<td>{why}</td></tr>")
+        self.parts.append(table(["RANK", "BACKEND", "STEP TIME (ms)", "VS MEDIAN (ms)",
+                                 "REASON"], rows, "slow-ranks"))
+
+    def rank_table(self, ranks: List[Dict[str, Any]]) -> None:
+        keys = [k for k in PARTS if any(k in r["breakdown_us"] for r in ranks)]
+        if not keys:
+            self.note("no rank has step times.")
+            return
+        rows = [f"<tr><td class=n>{r['rank']}</td><td>{e(r['backend'] or '-')}</td>"
+                f"<td class=n>{len(r['steps'])}</td>"
+                + "".join(us_cell(r["breakdown_us"].get(k)) for k in keys) + "</tr>"
+                for r in ranks[:MAX_ROWS]]
+        self.parts.append(
+            f"<details{' open' if len(ranks) <= 64 else ''}><summary>{len(ranks)} rank row(s)"
+            f"</summary>" + table(["RANK", "BACKEND", "STEPS",
+                                   *[f"{SHORT[k]} (ms)" for k in keys]], rows, "ranks")
+            + "</details>")
+        if len(ranks) > MAX_ROWS:
+            self.note(f"{len(ranks) - MAX_ROWS} more rank rows: `mindspeed-prof summary "
+                      f"--json` has every one.")
+
+    def tops(self, summary: Dict[str, Any]) -> None:
+        shown = False
+        for key, what in (("top_kernels", "Kernels"), ("op_types", "Op types"),
+                          ("top_ops", "Torch operators by self time")):
+            items = summary["overall"][key]
+            if not items:
+                continue
+            shown = True
+            rows = [f"<tr><td>{e(i['name'], 120)}</td><td>{e(i['type'] or '')}</td>"
+                    f"{us_cell(i['total_us'])}<td class=n>{i['count']}</td>"
+                    f"{us_cell(i['mean_us'])}<td class=n>{i['share_pct']:.1f}%</td></tr>"
+                    for i in items]
+            self.parts.append(f"<h3>{what} (top {summary['top']})</h3>" + table(
+                ["NAME", "TYPE", "TOTAL (ms)", "COUNT", "MEAN (ms)", "SHARE"], rows, key))
+        if not shown:
+            self.note("no operator or kernel times in these files.")
+
+    def communication(self, comm: Dict[str, Any]) -> None:
+        if not comm["rows"]:
+            self.note("no collective found in these files.")
+        else:
+            rows = [f"<tr><td>{e(r['group'], 80)}</td><td>{e(r['kind'])}</td>"
+                    f"<td class=n>{r['ranks']}</td><td class=n>{r['count']}</td>"
+                    f"<td class=n>{_bytes(r['bytes'])}</td>{us_cell(r['time_us'])}"
+                    f"{num_cell(r['bandwidth_gb_s'], '.2f')}</tr>"
+                    for r in comm["rows"][:MAX_LISTED]]
+            self.parts.append(table(["GROUP", "COLLECTIVE", "RANKS", "COUNT", "BYTES",
+                                     "TIME (ms, all ranks)", "BANDWIDTH (GB/s)"], rows,
+                                    "communication"))
+            self.note("read from: " + ", ".join(comm["sources"]) + "; bytes and bandwidth "
+                      "only where the files give sizes (a CPU gloo trace does not).")
+        for error in comm["errors"][:MAX_LISTED]:
+            self.note(error)
+
+    def captures(self, captures: List[Dict[str, Any]]) -> None:
+        if not captures:
+            self.note("no capture was taken by an anomaly rule in this run.")
+            return
+        for capture in captures[:MAX_LISTED]:
+            self.parts.append(f"<div class=card><b>{e(capture['dir'])}</b> · "
+                              f"<span class=tag>{e(capture['rule'])}</span><br>"
+                              f"{e(capture['why'], 600)}")
+            sides = [s for s in (capture.get("anomalous"), capture.get("reference")) if s]
+            if sides:
+                keys = [k for k in PARTS if any(k in s["breakdown_us"] for s in sides)]
+                rows = [f"<tr><td>{'anomalous' if i == 0 else 'reference'}</td>"
+                        f"<td class=n>{s['rank']}</td>"
+                        + "".join(us_cell(s["breakdown_us"].get(k)) for k in keys) + "</tr>"
+                        for i, s in enumerate(sides)]
+                self.parts.append(table(["", "RANK", *[f"{SHORT[k]} (ms)" for k in keys]],
+                                        rows, "capture"))
+            if capture.get("grew"):
+                rows = [f"<tr><td>{e(g['name'], 120)}</td><td>{e(g['kind'])}</td>"
+                        f"{us_cell(g['anomalous_us_per_step'])}"
+                        f"{us_cell(g['reference_us_per_step'])}{us_cell(g['grew_us_per_step'])}"
+                        f"</tr>" for g in capture["grew"]]
+                self.parts.append(table(["GREW MOST", "KIND", "ANOMALOUS (ms/step)",
+                                         "REFERENCE (ms/step)", "GREW (ms/step)"], rows))
+            for note in capture.get("notes", [])[:5]:
+                self.note(note)
+            self.parts.append("</div>")
+
+    def memory(self, entries: List[Dict[str, Any]]) -> None:
+        if not entries:
+            self.note("no allocator snapshot in these files (--profile-memory-snapshot).")
+            return
+        rows = []
+        for entry in entries[:MAX_LISTED]:
+            if entry["error"]:
+                rows.append(f"<tr><td class=n>{entry['rank']}</td><td>{e(entry['file'])}</td>"
+                            f"<td colspan=4>{e(entry['error'])}</td></tr>")
+            for device in entry["devices"]:
+                rows.append(f"<tr><td class=n>{entry['rank']}</td><td>{e(entry['file'])}</td>"
+                            f"<td class=n>{device['device']}</td>"
+                            f"<td class=n>{_bytes(device['peak_allocated_bytes'])}</td>"
+                            f"<td class=n>{_bytes(device['peak_reserved_bytes'])}</td>"
+                            f"<td class=n>{device['events']}</td></tr>")
+        self.parts.append(table(["RANK", "SNAPSHOT", "DEVICE", "PEAK ALLOCATED",
+                                 "PEAK RESERVED", "EVENTS"], rows, "memory"))
+
+    def notes(self, notes: List[str]) -> None:
+        for note in notes[:MAX_LISTED]:
+            self.note(note)
+        if len(notes) > MAX_LISTED:
+            self.note(f"... {len(notes) - MAX_LISTED} more (`mindspeed-prof summary DIR`).")
+
+    def roles(self, data: Dict[str, Any]) -> None:
+        self.section("RL steps per role", "Which role holds each RL step? Its slowest rank's "
+                     "time per role (summary's cross-role table).")
+        rows = []
+        for step in data["roles"]["rl_steps"]:
+            for row in step["roles"]:
+                stages = ", ".join(f"{e(k)} {v / 1000.0:.3f}"
+                                   for k, v in sorted(row["stages_us"].items()))
+                rows.append(f"<tr><td class=n>{step['step']}</td><td>{e(row['role'])}</td>"
+                            f"<td class=n>{len(row['ranks'])}</td>{us_cell(row['step_us'])}"
+                            f"<td class=n>{row['slowest_rank']}</td><td>{stages}</td></tr>")
+        self.parts.append(table(["RL STEP", "ROLE", "RANKS", "STEP (ms, slowest rank)",
+                                 "SLOWEST RANK", "STAGES (ms)"], rows[:MAX_ROWS], "roles"))
+        check = data["check"]
+        bad = [r for r in check["ranks"] if r["verdict"] != "valid"]
+        self.parts.append(f"<p><span class={'ok' if check['ok'] else 'bad'}>"
+                          f"{len(check['ranks']) - len(bad)} of {len(check['ranks'])} (role, "
+                          f"rank) valid</span></p>")
+
+    def baseline(self, diff: Dict[str, Any]) -> None:
+        from .baseline import render_diff
+
+        self.section("Against the baseline", "What changed since the baseline run? Per step "
+                     "the breakdown side by side, then the operators that changed most.")
+        self.parts.append(render_diff(diff))
+
+
+def rank_ranges(numbers: List[int]) -> str:
+    """0-3, 5, 7-9"""
+    spans: List[List[int]] = []
+    for n in sorted(numbers):
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def _bytes(value: Optional[float]) -> str:
+    if value is None:
+        return "-"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if value >= size:
+            return f"{value / size:.2f} {unit}"
+    return f"{value:.0f} B"

@@ -1,0 +1,269 @@
+"""`mindspeed-prof report DIR -o FILE.html`: one self-contained page whose numbers are
+summary --json's, readable at 1,024 ranks, bounded in size, for torch and NPU output alike."""
+
+import os
+import re
+import sys
+
+import pytest
+
+from helpers.cli import run_cli, run_cli_json
+from helpers.report_page import read_page
+from mindspeed_prof.output.report import heatmap, sections, write
+from output_fixtures import samples
+from output_fixtures.simulated_job import GROUP, NELEMS, simulated_job
+
+pytest.importorskip("plotly")
+
+SLOW = {5: "compute", 2: "comm", 6: "free"}
+SECTIONS = ("Verdicts", "Rank × iteration heatmaps", "Breakdown per iteration", "Slow ranks",
+            "Per-rank breakdown", "Top operators", "Communication per group",
+            "Captures taken by themselves", "Memory")
+
+
+def report(capsys, directory, out, *args):
+    code, stdout, stderr = run_cli(capsys, "report", directory, "-o", out, *args)
+    return code, stdout, stderr
+
+
+@pytest.fixture(scope="module")
+def eight_ranks(tmp_path_factory):
+    """An 8-rank torch job (rank 5 computes longer, 2 waits in its all-reduce, 6 idles) and
+    its report."""
+    folder = tmp_path_factory.mktemp("job")
+    simulated_job(str(folder / "prof"), ranks=8, slow=SLOW)
+    return str(folder / "prof"), str(folder / "report.html")
+
+
+@pytest.fixture
+def written(eight_ranks, capsys):
+    directory, out = eight_ranks
+    code, stdout, _ = report(capsys, directory, out)
+    assert code == 0
+    return directory, out, stdout
+
+
+def test_the_report_has_every_section_and_says_its_size_and_bound(written):
+    _, out, stdout = written
+    page = read_page(out)
+    assert list(page.sections) == list(SECTIONS)
+    size = os.path.getsize(out)
+    said = re.search(r"report written to (\S+): ([\d.]+) MiB .*bound ([\d.]+) MiB", stdout)
+    assert said and said.group(1) == out
+    assert float(said.group(2)) == pytest.approx(size / (1 << 20), abs=0.05)
+    assert size < float(said.group(3)) * (1 << 20)
+
+
+def test_the_page_loads_nothing_from_the_network(written):
+    text = read_page(written[1]).text
+    assert not re.search(r"<script[^>]+src=|<link[^>]+href=|@import", text)
+    assert "cdn.plot.ly" not in text.split("</script>", 1)[1]  # plotly.js is inline, once
+    assert text.count("<script>") == 2
+
+
+def test_every_time_in_the_tables_equals_summary_json(written, capsys):
+    directory, out, _ = written
+    page = read_page(out)
+    _, summary = run_cli_json(capsys, "summary", directory)
+    ranks = page.table("ranks")
+    for rank in summary["ranks"]:
+        [row] = ranks.by("RANK", str(rank["rank"]))
+        assert row[3].us == rank["breakdown_us"]["step_time"]
+        assert row[4].us == rank["breakdown_us"]["Computing"]
+        assert row[3].text == f"{rank['breakdown_us']['step_time'] / 1000:.3f}"
+    slow = page.table("slow-ranks")
+    for entry in summary["slow_ranks"]:
+        [row] = slow.by("RANK", str(entry["rank"]))
+        assert row[2].us == entry["step_time_us"] and row[3].us == entry["deviation_us"]
+    ops = page.table("top_ops")
+    for item in summary["overall"]["top_ops"]:
+        [row] = ops.by("NAME", item["name"])
+        assert row[2].us == item["total_us"] and row[3].text == str(item["count"])
+
+
+def test_each_heatmap_cell_is_that_ranks_step_in_ms(written, capsys):
+    directory, out, _ = written
+    _, summary = run_cli_json(capsys, "summary", directory)
+    maps = {f["layout"]["title"]["text"]: f["data"][0] for f in read_page(out).heatmaps()}
+    assert set(maps) == {title for _, title in heatmap.PARTS}
+    step_time = maps["Step time"]
+    assert step_time["y"] == [f"rank {r}" for r in range(8)] and step_time["x"] == ["5", "6", "7"]
+    for rank in summary["ranks"]:
+        for step in rank["steps"]:
+            column = step_time["x"].index(str(step["step"]))
+            assert step_time["z"][rank["rank"]][column] == step["step_time"] / 1000.0
+            assert maps["Computing"]["z"][rank["rank"]][column] == step["Computing"] / 1000.0
+
+
+def test_slow_ranks_are_named_with_the_reason_their_breakdown_shows(written):
+    slow = read_page(written[1]).table("slow-ranks")
+    reasons = {row[0].text: row[4].text for row in slow.rows}
+    assert reasons["5"].startswith("compute-bound: Computing +1.600 ms")
+    assert reasons["2"].startswith("waiting in collectives: Comm not overlapped +0.600 ms")
+    assert reasons["6"].startswith("host-bound: Free +0.200 ms")
+    assert reasons["0"] == "-"  # the median rank: no reason claimed
+
+
+def test_communication_counts_bytes_and_time_per_group_and_kind(written):
+    table = read_page(written[1]).table("communication")
+    [row] = table.rows
+    assert [c.text for c in row[:4]] == [GROUP, "allreduce", "8", str(8 * 3)]
+    assert row[4].text == f"{8 * 3 * NELEMS * 4 / (1 << 20):.2f} MiB"
+    # 7 ranks x 300 us and rank 2's 900 us, in each of 3 steps
+    assert row[5].us == pytest.approx(3 * (7 * 300.0 + 900.0))
+    # bandwidth: bytes over time, all ranks together (bytes per ns = GB/s)
+    assert float(row[6].text) == pytest.approx(8 * 3 * NELEMS * 4 / (9000.0 * 1e3), abs=0.005)
+
+
+def test_the_per_step_breakdown_is_the_mean_over_ranks(written, capsys):
+    directory, out, _ = written
+    _, summary = run_cli_json(capsys, "summary", directory)
+    table = read_page(out).table("per-step")
+    for step in (5, 6, 7):
+        [row] = table.by("ITERATION", str(step))
+        times = [s["step_time"] for r in summary["ranks"] for s in r["steps"]
+                 if s["step"] == step]
+        assert row[3].us == pytest.approx(sum(times) / len(times))
+        assert row[-1].text == "5"  # the slowest rank
+
+
+def test_a_1024_rank_job_is_banded_into_64_rows_and_stays_under_the_bound(tmp_path, capsys):
+    directory = simulated_job(str(tmp_path / "prof"), ranks=1024, slow={700: "compute"})
+    out = str(tmp_path / "report.html")
+    code, stdout, _ = report(capsys, directory, out)
+    assert code == 0
+    page = read_page(out)
+    step_time = page.heatmaps()[0]["data"][0]
+    assert len(step_time["y"]) == heatmap.MAX_ROWS and step_time["y"][0] == "ranks 0-15"
+    band = step_time["y"].index("ranks 688-703")
+    assert step_time["z"][band][0] == 3.0 * 800 / 1000 + 0.4  # the band's slowest: rank 700
+    assert "(rank 700)" in step_time["text"][band][0]
+    assert len(page.table("ranks").rows) == 1024
+    size = os.path.getsize(out)
+    plotly_js = len(write.plotlyjs().encode())
+    assert size - plotly_js < write.DATA_BOUND
+    print(f"1,024 ranks: {size / (1 << 20):.2f} MiB, page without plotly.js "
+          f"{(size - plotly_js) / 1024:.0f} KiB", file=sys.stderr)
+
+
+def test_the_real_npu_samples_render_with_their_breakdown_and_communication(tmp_path, capsys):
+    samples.two_ranks(tmp_path / "prof")
+    out = str(tmp_path / "npu.html")
+    code, _, _ = report(capsys, tmp_path / "prof", out)
+    assert code == 0
+    _, summary = run_cli_json(capsys, "summary", tmp_path / "prof")
+    page = read_page(out)
+    ranks = page.table("ranks")
+    for rank in summary["ranks"]:
+        [row] = ranks.by("RANK", str(rank["rank"]))
+        assert [c.us for c in row[3:]] == [rank["breakdown_us"].get(k)
+                                           for k in sections.PARTS if k in rank["breakdown_us"]]
+    kernels = page.table("top_kernels")
+    assert [r[0].text for r in kernels.rows] == [k["name"] for k in
+                                                  summary["overall"]["top_kernels"]]
+    comm = page.table("communication")
+    kinds = {row[1].text for row in comm.rows}
+    assert kinds and all(row[4].text != "-" for row in comm.rows)  # communication.json's sizes
+    assert "read from: communication.json" in page.text
+
+
+def test_a_request_unit_labels_the_axes_and_tables(tmp_path, capsys):
+    directory = simulated_job(str(tmp_path / "prof"), ranks=2)
+    samples.write_manifest(directory, 0, unit="request")
+    samples.write_manifest(directory, 1, unit="request")
+    out = str(tmp_path / "r.html")
+    report(capsys, directory, out)
+    page = read_page(out)
+    assert "Rank × request heatmaps" in page.sections
+    assert page.heatmaps()[0]["layout"]["xaxis"]["title"]["text"] == "request"
+    assert page.table("per-step").header[0] == "REQUEST"
+
+
+def test_nothing_read_from_the_files_reaches_the_page_as_markup(tmp_path, capsys):
+    directory = simulated_job(str(tmp_path / "prof"), ranks=2)
+    with open(os.path.join(directory, "rank7.<script>alert(1)<b>.pt.trace.json"), "w") as f:
+        f.write('{"traceEvents": [')
+    out = str(tmp_path / "x.html")
+    report(capsys, directory, out)
+    text = read_page(out).text
+    assert "<script>alert" not in text and "<b>" not in text
+    assert "&lt;script&gt;alert(1)&lt;b&gt;" in text
+
+
+def test_bad_input_is_one_line_naming_the_fix_and_exit_2(tmp_path, capsys):
+    simulated_job(str(tmp_path / "prof"), ranks=1)
+    cases = [((tmp_path / "nope", "-o", tmp_path / "r.html"), "DIR"),
+             ((tmp_path / "prof", "-o", tmp_path / "r.txt"), "-o"),
+             ((tmp_path / "prof", "-o", tmp_path / "no" / "r.html"), "does not exist"),
+             ((tmp_path / "prof", "-o", tmp_path / "r.html", "--top", "0"), "--top"),
+             ((tmp_path / "prof", "-o", tmp_path / "r.html", "--baseline", tmp_path / "no"),
+              "--baseline")]
+    for args, named in cases:
+        code, out, err = run_cli(capsys, "report", *args)
+        assert code == 2 and named in err and "Traceback" not in err
+        assert len(err.strip().splitlines()) == 1
+
+
+def test_without_plotly_the_command_says_how_to_install_it(tmp_path, capsys, monkeypatch):
+    simulated_job(str(tmp_path / "prof"), ranks=1)
+    monkeypatch.setitem(sys.modules, "plotly.offline", None)
+    code, _, err = run_cli(capsys, "report", tmp_path / "prof", "-o", tmp_path / "r.html")
+    assert code == 2 and "pip install 'mindspeed_prof[report]'" in err
+    assert not os.path.exists(tmp_path / "r.html")
+
+
+def test_a_directory_with_nothing_summarised_writes_the_page_and_exits_1(tmp_path, capsys):
+    os.makedirs(tmp_path / "empty")
+    code, _, _ = run_cli(capsys, "report", tmp_path / "empty", "-o", tmp_path / "r.html")
+    assert code == 1 and os.path.exists(tmp_path / "r.html")
+
+
+def test_rl_output_gives_the_cross_role_table_and_each_roles_report(tmp_path, capsys):
+    from test_role_output import profile_role
+
+    save = tmp_path / "prof"
+    for rank in (0, 1):
+        profile_role(save, "rollout", rank, stages=("generate",))
+    profile_role(save, "actor", 0, stages=("update",))
+    capsys.readouterr()
+    out = str(tmp_path / "rl.html")
+    code, _, _ = report(capsys, save, out)
+    assert code == 0
+    _, cross = run_cli_json(capsys, "summary", save)
+    page = read_page(out)
+    assert page.sections[0] == "RL steps per role"
+    roles = page.table("roles")
+    for step in cross["rl_steps"]:
+        for row in step["roles"]:
+            [cells] = [r for r in roles.by("RL STEP", str(step["step"]))
+                       if r[1].text == row["role"]]
+            assert cells[3].us == row["step_us"] and cells[4].text == str(row["slowest_rank"])
+    for role in ("actor", "rollout"):
+        assert f"{role}: Rank × RL step heatmaps" in page.sections
+        _, mine = run_cli_json(capsys, "summary", save / role)
+        ranks = page.table("ranks", index=["actor", "rollout"].index(role))
+        for rank in mine["ranks"]:
+            [row] = ranks.by("RANK", str(rank["rank"]))
+            assert row[3].us == rank["breakdown_us"]["step_time"]
+
+
+def test_with_a_baseline_the_diff_is_diffs_own_numbers(tmp_path, capsys, eight_ranks):
+    directory, _ = eight_ranks
+    baseline = simulated_job(str(tmp_path / "base"), ranks=8, slow={2: "comm"})
+    out = str(tmp_path / "b.html")
+    code, _, _ = report(capsys, directory, out, "--baseline", baseline)
+    assert code == 0
+    _, diff = run_cli_json(capsys, "diff", baseline, directory)
+    page = read_page(out)
+    assert page.sections[-1] == "Against the baseline"
+    steps = page.table("diff-steps")
+    for step in diff["steps"]:
+        [row] = steps.by("STEP", str(step["b_step"]))
+        assert [row[1].us, row[2].us, row[3].us] == [step["a"]["step_time"],
+                                                     step["b"]["step_time"],
+                                                     step["change"]["step_time"]]
+    [grew] = page.table("diff-grew").rows
+    assert grew[0].text == diff["grew"][0]["name"] == "aten::mm"
+    assert grew[4].us == diff["grew"][0]["change_us"]
+    ranks = page.table("diff-ranks")
+    assert ranks.rows[0][0].text == "5 → 5" and ranks.rows[0][4].text == "Computing"
