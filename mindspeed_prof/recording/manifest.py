@@ -13,7 +13,9 @@ Schema (version 1)::
 
     schema, tool, tool_version, rank, world_size, local_rank, hostname, pid,
     run_id                what the job's ranks share: torchrun's run id, else SLURM's
-                          job.step, else host-pid (see ``job_run_id``)
+                          job.step, else one agreed through the job's store, else host-pid
+    run_id_source         where run_id came from: torchelastic | slurm | job-store | process
+                          (process: this rank's own, shared with no other; see ``run_id.py``)
     selected_ranks        resolved global ranks of the job (null when unknown)
     backend               "npu" | "torch"
     config                ProfilerConfig as a dict
@@ -69,7 +71,7 @@ from ..config.budget import used_bytes
 from ..errors import ConfigError
 from ..layout import manifest_path
 from .manifest_entries import PlannedWindow, WindowEntry, overall_status
-from .run_id import job_run_id
+from .run_id import job_run
 from ..version import __version__
 
 SCHEMA = 1
@@ -126,7 +128,7 @@ def _claim(path, hostname, pid, run_id):
 class Manifest:
     def __init__(self, path, *, rank, world_size, local_rank=None, backend, config,
                  selected_ranks=None, parallel=None, versions=None):
-        hostname, pid, run_id = socket.gethostname(), os.getpid(), job_run_id()
+        hostname, pid, (run_id, run_id_source) = socket.gethostname(), os.getpid(), job_run()
         self.path = _claim(path, hostname, pid, run_id)
         self._lock = threading.Lock()  # the export thread and the training thread both save
         self._write_failed = False
@@ -140,6 +142,7 @@ class Manifest:
             "hostname": hostname,
             "pid": pid,
             "run_id": run_id,
+            "run_id_source": run_id_source,  # the readers go by it, never by run_id's spelling
             "selected_ranks": selected_ranks,
             "backend": backend,
             "config": config.as_dict(),

@@ -1,24 +1,49 @@
-"""The id the ranks of one job share without talking, written in every manifest (``run_id``), so
-that ``check`` can tell two jobs writing into one save path apart."""
+"""The id the ranks of one job share, written in every manifest (``run_id``) with where it came
+from (``run_id_source``), so that ``check`` can tell two jobs writing into one save path apart.
+
+The source is what the readers go by (``output/read/jobruns.py``): an id agreed through the
+job's store is the ``host-pid`` of the rank that got there first, spelled exactly as a lone
+process's own id, so the spelling cannot say whether the ranks share it.
+"""
 
 import os
 import socket
 import sys
+from typing import NamedTuple
+
+# Where a run id came from: every rank of the job has the same one, except with PROCESS.
+TORCHELASTIC = "torchelastic"  # torchrun's TORCHELASTIC_RUN_ID (--standalone, --rdzv-id)
+SLURM = "slurm"  # SLURM_JOB_ID[.SLURM_STEP_ID]
+JOB_STORE = "job-store"  # agreed through torch.distributed's store (torchrun --master-addr)
+PROCESS = "process"  # this process's own host-pid: shared with no other rank
 
 
-def job_run_id(env=None):
-    """An id the ranks of one job share without talking: torchrun's ``TORCHELASTIC_RUN_ID`` (a
-    fresh uuid with ``--standalone``; ``none`` when not given), else SLURM's job and step, else
-    this process (a plain loop, or ranks that share nothing: told apart by rank collisions)."""
+class JobRun(NamedTuple):
+    run_id: str
+    source: str  # one of SOURCES
+
+
+def job_run(env=None) -> JobRun:
+    """An id the ranks of one job share and where it came from: torchrun's
+    ``TORCHELASTIC_RUN_ID`` (a fresh uuid with ``--standalone``; ``none`` when not given), else
+    SLURM's job and step, else one agreed through the job's store (torchrun with
+    ``--master-addr``, ``torch.distributed.launch``), else this process's own (a plain loop, or
+    ranks that share nothing: told apart by rank collisions)."""
     env = os.environ if env is None else env
     run = env.get("TORCHELASTIC_RUN_ID", "")
     if run and run != "none":
-        return run
+        return JobRun(run, TORCHELASTIC)
     if env.get("SLURM_JOB_ID"):
         step = env.get("SLURM_STEP_ID")
-        return f"slurm{env['SLURM_JOB_ID']}" + (f".{step}" if step else "")
+        return JobRun(f"slurm{env['SLURM_JOB_ID']}" + (f".{step}" if step else ""), SLURM)
     own = f"{socket.gethostname()}-{os.getpid()}"
-    return _shared_through_the_job_store(own) or own
+    shared = _shared_through_the_job_store(own)
+    return JobRun(shared, JOB_STORE) if shared else JobRun(own, PROCESS)
+
+
+def job_run_id(env=None) -> str:
+    """``job_run(env).run_id``."""
+    return job_run(env).run_id
 
 
 _RUN_KEY = "mindspeed_prof/run_id"

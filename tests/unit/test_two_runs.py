@@ -216,3 +216,124 @@ def test_the_ranks_of_a_torchrun_job_without_a_run_id_share_one_through_the_job_
     ids = {p.name[len("run_id_rank"):]: p.read_text() for p in tmp_path.glob("run_id_rank*")}
     assert done.returncode == 0, done.stderr[-2000:]
     assert sorted(ids) == ["0", "1"] and len(set(ids.values())) == 1
+
+
+# One job, whatever its run id looks like: the manifest says where the id came from.
+
+def one_job_of_two_ranks(save, run_id, source, started_ns=1_700_000_000 * 10**9, folder="job"):
+    """Ranks 0 and 1 of one job (hostname ``node``, pids 100 and 101) sharing ``run_id``."""
+    for rank in (0, 1):
+        trace = torch_trace(save / folder, rank=rank, start=2, end=4)
+        write_run(save, rank, run_id, started_ns + rank * 10**8, trace, selected_ranks=[0, 1],
+                  **({} if source is None else {"run_id_source": source}))
+
+
+def test_ranks_that_agreed_on_a_run_id_through_the_job_store_are_one_run(tmp_path, capsys):
+    # torchrun --master-addr (no run id from torchrun): the ranks agree on the first rank's
+    # host-pid through the job's store, so rank 0's run id is spelled as its own host-pid.
+    # before: rank 0 split off as a lone process, "2 runs wrote into this directory", rank 1
+    # (or 0) missing, exit 1
+    save = tmp_path / "profile_dir"
+    one_job_of_two_ranks(save, "node-100", "job-store")
+    code, out, _ = run_cli(capsys, "check", save)
+    assert "runs wrote into this directory" not in out
+    code, report = run_cli_json(capsys, "check", save)
+    assert [(r["rank"], r["verdict"]) for r in report["ranks"]] == [(0, "valid"), (1, "valid")]
+    assert report["run"] == "node-100" and code == 0
+    code, data = run_cli_json(capsys, "summary", save)
+    assert code == 0 and [r["rank"] for r in data["ranks"]] == [0, 1]
+
+
+@pytest.mark.parametrize("source", ["torchelastic", "slurm"])
+def test_a_shared_run_id_is_one_run_even_when_it_is_spelled_like_a_host_pid(tmp_path, capsys,
+                                                                            source):
+    save = tmp_path / "profile_dir"
+    one_job_of_two_ranks(save, "node-101", source)
+    code, report = run_cli_json(capsys, "check", save)
+    assert code == 0 and [r["verdict"] for r in report["ranks"]] == ["valid", "valid"]
+    assert not report["warnings"]
+
+
+def test_lone_processes_are_split_into_jobs_by_when_they_started(tmp_path, capsys):
+    # run_id_source "process": each rank's id is its own; a rank seen twice is a second job
+    save = tmp_path / "profile_dir"
+    t = 1_700_000_000 * 10**9
+    for rank, start, pid in ((0, t, 10), (1, t + 10**9, 11), (0, t + 100 * 10**9, 20)):
+        trace = torch_trace(save / f"job{pid // 10}", rank=rank, start=2, end=4)
+        write_run(save, rank, f"node-{pid}", start, trace, pid=pid, selected_ranks=[0],
+                  run_id_source="process")
+    code, report = run_cli_json(capsys, "check", save)
+    assert report["run"] == "node-20" and [r["rank"] for r in report["ranks"]] == [0]
+    assert "left out run node-10 (+1 processes without a shared run id)" in \
+        " | ".join(report["warnings"])
+    assert code == 0
+
+
+def test_a_manifest_says_where_its_run_id_came_from(tmp_path, monkeypatch):
+    from mindspeed_prof import ProfilerConfig
+    from mindspeed_prof.recording.manifest import Manifest
+
+    def written(**env):
+        for key in ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "SLURM_STEP_ID"):
+            monkeypatch.delenv(key, raising=False)
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        path = tmp_path / f"{len(os.listdir(tmp_path))}" / "profile_manifest_rank0.json"
+        path.parent.mkdir()
+        manifest = Manifest(str(path), rank=0, world_size=1, backend="torch",
+                            config=ProfilerConfig(profile=True))
+        manifest.save()
+        data = json.loads(path.read_text())
+        return data["run_id"], data["run_id_source"]
+
+    assert written(TORCHELASTIC_RUN_ID="a1b2") == ("a1b2", "torchelastic")
+    assert written(TORCHELASTIC_RUN_ID="none", SLURM_JOB_ID="42", SLURM_STEP_ID="0") == \
+        ("slurm42.0", "slurm")
+    import socket
+    assert written() == (f"{socket.gethostname()}-{os.getpid()}", "process")
+
+
+# merge: reports of different runs are not one job, as check says of one folder
+
+def node_reports(tmp_path, capsys, runs):
+    """One node-local folder per (run id, started_ns, rank), checked as node I of N."""
+    reports = []
+    for node, (run_id, started_ns, rank) in enumerate(runs):
+        local = tmp_path / f"node{node}" / "profile_dir"
+        trace = torch_trace(local, rank=rank, start=2, end=4)
+        write_run(local, rank, run_id, started_ns, trace, selected_ranks=[0, 1],
+                  run_id_source="torchelastic")
+        report = tmp_path / "reports" / f"node{node}.json"
+        code, _, err = run_cli(capsys, "check", local, "--node", f"{node}/{len(runs)}",
+                               "--report", report)
+        assert code == 0, err
+        reports.append(report)
+    return reports
+
+
+def test_merge_of_two_runs_judges_the_newest_and_calls_the_older_runs_ranks_missing(
+        tmp_path, capsys):
+    # node 1's node-local folder still holds an older job's rank 1
+    # before: "2 valid", exit 0, with only a warning
+    t = 1_700_000_000 * 10**9
+    reports = node_reports(tmp_path, capsys, [("job-new", t + 100 * 10**9, 0),
+                                              ("job-old", t, 1)])
+    code, out, _ = run_cli(capsys, "merge", *reports)
+    assert code == 1 and "1 valid, 1 missing" in out
+    code, result = run_cli_json(capsys, "merge", *reports)
+    check = result["check"]
+    assert code == 1 and check["run"] == "job-new" and check["expected_ranks"] == [0, 1]
+    assert [(r["rank"], r["verdict"]) for r in check["ranks"]] == [(0, "valid"), (1, "missing")]
+    assert "node1.json holds run job-old" in " ".join(rank_entry(check, 1)["problems"])
+    note = " | ".join(check["warnings"])
+    assert "2 runs in these node reports (different jobs): judged the newest run, run job-new" \
+        in note and "left out run job-old" in note and "rank(s) 1" in note
+    assert [r["rank"] for r in result["summary"]["ranks"]] == [0]
+
+
+def test_merge_of_one_runs_node_reports_is_one_job(tmp_path, capsys):
+    t = 1_700_000_000 * 10**9
+    reports = node_reports(tmp_path, capsys, [("job-1", t, 0), ("job-1", t + 10**8, 1)])
+    code, result = run_cli_json(capsys, "merge", *reports)
+    assert code == 0 and result["check"]["run"] == "job-1" and not result["check"]["warnings"]
+    assert [r["verdict"] for r in result["check"]["ranks"]] == ["valid", "valid"]

@@ -5,6 +5,13 @@ says so); a rank the manifests expect that no node covered is missing, as one ma
 call it. Notes and warnings about the whole folder, which every node of a shared save path
 repeats, are said once. Slow ranks, top kernels and the overall breakdown are computed from
 the merged ranks, so they are against the whole job's median and totals.
+
+Reports of different runs are not one job (a node-local folder still holding an older job's
+output is the usual way): as ``check`` does with one folder, the newest run is judged, the
+reports of the others are left out and named, and the ranks they covered are missing. Two runs
+are different when both name a run id their ranks share (``job_run`` in the report) and the
+ids differ; a node whose run shares no id (manifests of an older mindspeed_prof, ranks that
+had no job store) cannot say which job it belongs to and is taken with the judged one.
 """
 
 import json
@@ -56,13 +63,16 @@ def read_reports(paths):
 
 
 def merge_reports(paths):
-    reports = read_reports(paths)
+    every = read_reports(paths)
+    reports, left_out, runs_note = _one_run(every)
     directories = list(dict.fromkeys(data["directory"] for _, data in reports))
     directory = directories[0] if len(directories) == 1 else ", ".join(directories)
     check = Report(directory=directory)
     summary = Summary(directory=directory,
                       top=max(data["summary"]["top"] for _, data in reports))
     expected, by_rank, summaries, warnings, notes = set(), {}, {}, {}, {}
+    if runs_note:
+        warnings[runs_note] = None
     for path, data in reports:
         node = Report.from_dict(data["check"], FileCheck.from_dict)
         expected.update(node.expected_ranks)
@@ -82,14 +92,24 @@ def merge_reports(paths):
             notes.setdefault(note, None)
     judged = [r for r in dict.fromkeys(data["check"].get("run") for _, data in reports)
               if r is not None]
-    if len(judged) > 1:  # nodes of a shared save path all pick its newest run: node-local disks
+    if len(judged) > 1 and not left_out:
+        # runs that name no shared id (older manifests): which job each is cannot be told
         warnings.setdefault(f"the node reports judged different runs ({', '.join(judged)}): "
-                            f"their save paths hold different jobs", None)
+                            f"their save paths may hold different jobs", None)
     check.run = summary.run = ", ".join(judged) if judged else None
-    check.expected_ranks = sorted(expected)
-    for rank in sorted(set(by_rank) | expected):
+    stale: dict = {}  # rank -> the left-out report that covered it
+    for path, data in left_out:
+        for rank in _covered(data):
+            stale.setdefault(rank, (path, data))
+    check.expected_ranks = sorted(expected | set(stale))
+    for rank in sorted(set(by_rank) | expected | set(stale)):
         if rank in by_rank:
             check.ranks.append(by_rank[rank][1])
+        elif rank in stale:
+            path, data = stale[rank]
+            check.ranks.append(RankReport(rank=rank, verdict=MISSING, problems=[
+                f"no output of run {check.run} for this rank: its node report {path} holds "
+                f"run {_label(data)}, another job's (left out)"]))
         else:
             check.ranks.append(RankReport(rank=rank, verdict=MISSING, problems=[
                 "no output for this rank (expected by the manifests; no node report "
@@ -97,4 +117,54 @@ def merge_reports(paths):
     check.warnings = list(warnings)
     summary.ranks = [summaries[key] for key in sorted(summaries)]
     summary.notes = list(notes) + closing_notes(summary, directory)
-    return Merged(check, summary, len(reports))
+    return Merged(check, summary, len(every))
+
+
+def _one_run(reports):
+    """(the reports of the run judged, the reports left out, the note naming them or None).
+
+    Reports are grouped by the shared run id they judged; the newest group (by when its first
+    rank armed) is judged, as ``check`` judges the newest run of one folder. Reports whose run
+    shares no id go with the judged group: nothing in them says which job they belong to."""
+    groups: dict = {}
+    for report in reports:
+        run = report[1].get("job_run")
+        if isinstance(run, dict) and run.get("shared") is True \
+                and isinstance(run.get("label"), str):
+            groups.setdefault(run["label"], []).append(report)
+    if len(groups) <= 1:
+        return reports, [], None
+    ordered = sorted(groups, key=lambda label: (_started(groups[label]), label))
+    out = {id(pr) for label in ordered[:-1] for pr in groups[label]}
+    kept = [pr for pr in reports if id(pr) not in out]
+    left_out = [pr for pr in reports if id(pr) in out]
+    described = [_describe(label, groups[label]) for label in ordered]
+    note = (f"{len(groups)} runs in these node reports (different jobs): judged the newest "
+            f"run, {described[-1]}; left out " + "; ".join(described[:-1])
+            + ": their ranks are missing from this run. A node-local save path still holding "
+              "an older job's output? Check that node's folder with --run ID, or give each "
+              "job its own --profile-save-path")
+    return kept, left_out, note
+
+
+def _started(group):
+    starts = [data["job_run"].get("started_ns") for _, data in group]
+    starts = [s for s in starts if isinstance(s, int) and not isinstance(s, bool)]
+    return min(starts) if starts else 0
+
+
+def _describe(label, group):
+    ranks = sorted({r for _, data in group for r in _covered(data)})
+    return (f"run {label} (report(s) {', '.join(path for path, _ in group)}: rank(s) "
+            f"{', '.join(map(str, ranks)) or 'none'})")
+
+
+def _covered(data):
+    covered = data.get("covered_ranks")
+    if not isinstance(covered, list):
+        covered = [r.get("rank") for r in data["check"].get("ranks", []) if isinstance(r, dict)]
+    return [r for r in covered if isinstance(r, int) and not isinstance(r, bool)]
+
+
+def _label(data):
+    return data["job_run"]["label"]

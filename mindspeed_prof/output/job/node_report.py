@@ -3,13 +3,15 @@
 Everything the job's verdict and summary need and nothing computed across ranks: each rank's
 full report (``check --json``'s) and its summary numbers whole (every kernel, op type and
 operator, not the top N: the job's top N comes from the merged totals), so ``merge`` computes
-the job's numbers, slow ranks included, from the same values one machine would.
+the job's numbers, slow ranks included, from the same values one machine would; and the run
+the node judged (``job_run``), so that ``merge`` never takes two jobs' nodes for one.
 """
 
 import json
 import os
 
 from ..check.directory import check_directory
+from ..read import discover, jobruns
 from ..summary.aggregate import Item
 from ..summary.directory import RankSummary, summarize_directory
 from .share import Local
@@ -30,11 +32,22 @@ def node_report(path, share=None, expected_ranks=None, top=10, run=None):
                                   takes_unranked=share.takes_unranked, run=run)
     data = {"format": FORMAT, "version": VERSION, "directory": report.directory,
             "node": share.as_dict(), "covered_ranks": covered,
+            "job_run": judged_run(path, run),
             "check": report.as_dict(),
             "summary": {"directory": summary.directory, "top": summary.top,
                         "notes": summary.notes,
                         "ranks": [rank_summary_dict(r) for r in summary.ranks]}}
     return report, summary, data
+
+
+def judged_run(path, run=None):
+    """The run ``check`` judged under ``path`` as ``merge`` needs it to tell the nodes' runs
+    apart: {label, shared (its ranks share a run id: the label names one job), started_ns
+    (when its first rank armed)}; None without readable manifests."""
+    judged = jobruns.choose(discover.discover(path).manifests, run).judged
+    if judged is None:
+        return None
+    return {"label": judged.label, "shared": judged.shared, "started_ns": judged.started}
 
 
 def write_report(data, target):

@@ -12,10 +12,16 @@ verdict for two runs.
 Within a run, a rank may have several manifests (torchrun restarted its workers: same run id,
 new processes); the newest is the rank's, the others are left out as older attempts.
 
-Manifests whose ``run_id`` is only their own process's (``host-pid``: written by an older
-mindspeed_prof, or by ranks that had no job store when they armed) cannot say which job they
-belong to. They are split into runs by when they started: a rank seen twice means a second
-job, which began at the widest gap between starts before it.
+Whether a manifest's run id is shared is what its ``run_id_source`` says (``run_id.py``):
+``process`` is a lone process's own id (ranks that had no job store when they armed); every
+other source is the job's. The spelling never decides: an id agreed through the job's store is
+the ``host-pid`` of the rank that got there first, spelled as that rank's own id. Manifests of
+an older mindspeed_prof, which name no source, are read as before: an id equal to the
+manifest's own ``host-pid`` (or none) is the process's only.
+
+Manifests whose run id is only their own process's cannot say which job they belong to. They
+are split into runs by when they started: a rank seen twice means a second job, which began at
+the widest gap between starts before it.
 """
 
 import os
@@ -24,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from ...errors import ConfigError
+from ...recording.run_id import PROCESS
 
 
 @dataclass
@@ -178,10 +185,16 @@ def _unshared_label(entries):
 
 
 def _own_process_only(entry):
-    """True when the manifest's run id is its process's own (``host-pid``) or absent."""
+    """True when the manifest's run id is its process's alone: absent, or its
+    ``run_id_source`` says ``process``; without a source (older manifests), when the id is the
+    manifest's own ``host-pid``."""
     data = entry.data
     run_id = data.get("run_id")
-    return not run_id or str(run_id) == f"{data.get('hostname')}-{data.get('pid')}"
+    if not run_id:
+        return True
+    if "run_id_source" in data:
+        return data["run_id_source"] == PROCESS  # a source unknown here is a job's
+    return str(run_id) == f"{data.get('hostname')}-{data.get('pid')}"
 
 
 def _listed(data):
