@@ -112,7 +112,8 @@ class ProfilerConfig:
     profile_on_straggler: Optional[float] = _knob(
         None, kinds.FLOAT, "Capture by itself: when one rank's own compute time (iteration "
         "time minus time waiting in collectives) exceeds FACTOR x the other ranks' median (e.g. "
-        "1.5), profile that rank and a median rank for --profile-capture-steps iterations.")
+        "2) and by at least 0.2 s, at two polls in a row, profile that rank and a median rank "
+        "for --profile-capture-steps iterations.")
     profile_capture_steps: int = _knob(
         3, kinds.INT, "With --profile-on-slow-step/--profile-on-straggler: iterations each "
         "capture records, from the poll boundary that decides it.")

@@ -8,8 +8,9 @@ Two rules, both judged at the trigger's poll boundaries (``--profile-trigger-pol
 - **straggler** (``--profile-on-straggler FACTOR``): every rank contributes one number, its own
   compute time (the median, over the quiet units since the last poll, of the unit's time minus
   what it waited in collectives), to the poll's one all-gather; when the slowest exceeds
-  FACTOR x the median of the *other* ranks at ``STRAGGLER_CONFIRM`` polls in a row, that rank and
-  one median rank (the reference) are profiled. Against the others, not all ranks: with two
+  FACTOR x the median of the *other* ranks, and by at least ``STRAGGLER_MIN_GAP_S`` seconds, at
+  ``STRAGGLER_CONFIRM`` polls in a row, that rank and one median rank (the reference) are
+  profiled. Against the others, not all ranks: with two
   ranks the median of all is their mean, which no rank can exceed twice.
 
 A unit is *quiet* when no window of the job touches it nor ended within ``SETTLE`` units before
@@ -35,6 +36,11 @@ MIN_SAMPLES = 5
 SETTLE = 2
 # A straggler must be the same rank, beyond the factor, at this many polls in a row.
 STRAGGLER_CONFIRM = 2
+# ... and lose at least this many seconds per unit against the others' median. The ratio alone
+# fires on noise: two ranks of an ordinary CPU job on a shared host differed by 1.5-3.8x at
+# 40 ms units (up to 0.1 s apart), 2x at a quarter of ten-poll stretches; a straggler worth a
+# capture costs the job more than that per unit.
+STRAGGLER_MIN_GAP_S = 0.2
 
 SLOW_STEP = "slow step"
 STRAGGLER = "straggler"
@@ -152,8 +158,9 @@ class Straggler:
 class StragglerRule:
     """Judges the per-rank numbers of one poll (the same on every rank)."""
 
-    def __init__(self, factor: float, confirm: int = STRAGGLER_CONFIRM) -> None:
-        self.factor, self.confirm = factor, confirm
+    def __init__(self, factor: float, confirm: int = STRAGGLER_CONFIRM,
+                 min_gap_s: float = STRAGGLER_MIN_GAP_S) -> None:
+        self.factor, self.confirm, self.min_gap_s = factor, confirm, min_gap_s
         self._streak: Tuple[Optional[int], int] = (None, 0)
         self.seen = RatioStats()
 
@@ -167,7 +174,7 @@ class StragglerRule:
         median = statistics.median(x for x, _ in others)
         if median > 0:
             self.seen.add(slowest / median)
-        if median <= 0 or slowest <= self.factor * median:
+        if median <= 0 or slowest <= self.factor * median or slowest - median < self.min_gap_s:
             self._streak = (None, 0)
             return None
         count = self._streak[1] + 1 if self._streak[0] == rank else 1

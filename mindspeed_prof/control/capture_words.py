@@ -3,7 +3,7 @@ say them the same way (from the config, or from a manifest window's ``trigger``)
 
 from typing import Any, Dict
 
-from .anomaly import MEDIAN_OF, SLOW_STEP, STRAGGLER, STRAGGLER_CONFIRM
+from .anomaly import MEDIAN_OF, SLOW_STEP, STRAGGLER, STRAGGLER_CONFIRM, STRAGGLER_MIN_GAP_S
 
 
 def describe(evidence: Dict[str, Any], unit_name: str = "iteration") -> str:
@@ -34,8 +34,9 @@ def rules_in_words(config: Any, unit_name: str = "iteration", plural: str = "ite
                      f"the last {MEDIAN_OF}) captures {chosen}")
     if config.profile_on_straggler is not None:
         rules.append(f"a straggler (a rank whose compute time is over "
-                     f"{config.profile_on_straggler:g}x the other ranks' median at "
-                     f"{STRAGGLER_CONFIRM} polls in a row) captures that rank and a median one")
+                     f"{config.profile_on_straggler:g}x the other ranks' median, and at least "
+                     f"{STRAGGLER_MIN_GAP_S:g} s more per {unit_name}, at {STRAGGLER_CONFIRM} "
+                     f"polls in a row) captures that rank and a median one")
     return (f"{' and '.join(rules)}, for {config.profile_capture_steps} {plural} from the next "
             f"poll (every {config.profile_trigger_poll} {plural}, judged after the first "
             f"{config.profile_capture_warmup}); at most {config.profile_max_captures} "

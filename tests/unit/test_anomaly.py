@@ -203,3 +203,17 @@ def test_every_rank_reaches_the_same_decisions_from_the_same_exchanged_numbers()
 ])
 def test_a_capture_says_why_it_was_taken_in_one_line(evidence, words):
     assert describe(evidence) == words
+
+
+def test_ranks_a_few_tens_of_ms_apart_are_no_straggler_whatever_their_ratio():
+    # two ranks of an ordinary CPU job on a busy host: 3x apart, but 80 ms
+    rule = StragglerRule(factor=1.5)
+    assert [rule.judge([0.04, 0.12]) for _ in range(4)] == [None] * 4
+    assert rule.seen.as_dict()["largest"] == 3.0  # seen, and judged no straggler
+
+
+def test_a_rank_slower_by_the_factor_and_over_the_minimum_gap_is_still_a_straggler():
+    rule = StragglerRule(factor=2.0)
+    gap = anomaly.STRAGGLER_MIN_GAP_S + 0.05
+    assert rule.judge([0.1, 0.1 + gap]) is None  # first poll
+    assert rule.judge([0.1, 0.1 + gap]).rank == 1

@@ -3,6 +3,7 @@ breakdown was computed from, what each SHARE is a share of, and (``--steps``) ev
 
 from ..read import columns
 from ..summary import engine_steps
+from ..summary.compare import SLOW_RANK_PCT
 
 SHORT = {
     "Communication(Not Overlapped)": "Comm(NotOvl)",
@@ -39,17 +40,7 @@ def summary_table(data, steps=False):
     lines += _requests_table(data["ranks"])
     lines += engine_steps.table_lines(data["ranks"])
     if len(data["slow_ranks"]) > 1:
-        mixed = any("backend" in s for s in data["slow_ranks"])
-        lines += ["", "Slow ranks (deviation from the median step time"
-                  + (" of the same backend)" if mixed else ")")]
-        rows = [["RANK", *(["BACKEND"] if mixed else []), "STEP TIME(us)", "DEVIATION(us)",
-                 "EXPLAINED BY"]]
-        for slow in data["slow_ranks"]:
-            rows.append([str(slow["rank"]), *([slow["backend"]] if mixed else []),
-                         _num(slow["step_time_us"]),
-                         f"{slow['deviation_us']:+.1f} ({slow['deviation_pct']:+.1f}%)",
-                         _cause(slow)])
-        lines += _table(rows)
+        lines += _slow_ranks_lines(data["slow_ranks"])
     for key, what, whole in TOPS:
         items = data["overall"][key]
         if not items:
@@ -66,6 +57,27 @@ def summary_table(data, steps=False):
     if notes:
         lines += [""] + ["note: " + n for n in notes]
     return "\n".join(lines)
+
+
+def _slow_ranks_lines(entries):
+    """Only ranks at least SLOW_RANK_PCT above the median are listed; else one line says so."""
+    mixed = any("backend" in s for s in entries)
+    flagged = [s for s in entries if s.get("slow", True)]
+    if not flagged:
+        largest = max(entries, key=lambda s: s["deviation_pct"])
+        return ["", f"Slow ranks: none (every rank's step time is within {SLOW_RANK_PCT:g}% of "
+                    f"the median{' of its backend' if mixed else ''}; the largest deviation is "
+                    f"rank {largest['rank']}, {largest['deviation_pct']:+.1f}%)"]
+    lines = ["", f"Slow ranks (step time at least {SLOW_RANK_PCT:g}% above the median"
+             + (" of the same backend)" if mixed else ")")]
+    rows = [["RANK", *(["BACKEND"] if mixed else []), "STEP TIME(us)", "DEVIATION(us)",
+             "EXPLAINED BY"]]
+    for slow in flagged:
+        rows.append([str(slow["rank"]), *([slow["backend"]] if mixed else []),
+                     _num(slow["step_time_us"]),
+                     f"{slow['deviation_us']:+.1f} ({slow['deviation_pct']:+.1f}%)",
+                     _cause(slow)])
+    return lines + _table(rows)
 
 
 def _bases(ranks):

@@ -10,6 +10,9 @@ from ..read import columns
 from . import aggregate
 
 EXPLAINING = columns.STEP_PARTS  # what a slow rank's extra time is put down to
+# A rank is called slow from this far above the median step time: ranks of an ordinary job
+# differ by a percent or two (timer jitter, the rank that logs); below this is no finding.
+SLOW_RANK_PCT = 5.0
 
 
 def top_items(items, n):
@@ -53,10 +56,10 @@ def _slow_ranks(rank_summaries):
         deviation = breakdown["step_time"] - median
         deltas = {k: breakdown[k] - medians[k] for k in medians if k in breakdown}
         cause = max(deltas, key=deltas.get) if deltas and deviation > 0 else None
+        pct = 100.0 * deviation / median if median else 0.0
         result.append({
             "rank": rank_summary.rank, "step_time_us": breakdown["step_time"],
-            "deviation_us": deviation,
-            "deviation_pct": 100.0 * deviation / median if median else 0.0,
+            "deviation_us": deviation, "deviation_pct": pct, "slow": pct >= SLOW_RANK_PCT,
             "explained_by": cause if cause and deltas[cause] > 0 else None,
             "component_deltas_us": deltas,
         })
