@@ -104,6 +104,18 @@ def test_slow_ranks_are_named_with_the_reason_their_breakdown_shows(written):
     assert reasons["0"] == "-"  # the median rank: no reason claimed
 
 
+def test_a_rank_within_five_percent_of_the_median_is_given_no_reason():
+    from mindspeed_prof.output.report import reasons
+
+    entries = [{"rank": r, "step_time_us": t, "deviation_us": t - 1000.0,
+                "deviation_pct": (t - 1000.0) / 10.0, "explained_by": "Computing",
+                "component_deltas_us": {"Computing": t - 1000.0}}
+               for r, t in ((3, 1060.0), (1, 1001.0), (0, 1000.0))]
+    rows = {row["rank"]: row for row in reasons.slow_ranks(entries)["rows"]}
+    assert rows[3]["reason"] == "compute-bound" and rows[3]["slow"]
+    assert rows[1]["reason"] is None and not rows[1]["slow"]  # +0.1%: jitter, not a finding
+
+
 def test_communication_counts_bytes_and_time_per_group_and_kind(written):
     table = read_page(written[1]).table("communication")
     [row] = table.rows

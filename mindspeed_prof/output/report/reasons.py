@@ -9,8 +9,8 @@ against the median rank (``explained_by``); the report names it:
 - Free grew: **host-bound** (nothing ran on the device, or on the CPU basis, no operator: the
   host was late to feed it: data loading, Python, synchronisation).
 
-A rank no slower than the median, or whose parts did not grow, gets no reason: the files do not
-show one, and the report claims nothing more.
+A rank less than ``SLOW_PCT`` % over the median, or whose parts did not grow, gets no reason: its
+difference is within the spread of any run, and the report claims nothing more.
 """
 
 from typing import Any, Dict, List
@@ -19,7 +19,7 @@ REASONS = {"Computing": "compute-bound",
            "Communication(Not Overlapped)": "waiting in collectives",
            "Free": "host-bound"}
 SHOWN = 16  # the slowest ranks listed; the rest are in summary --json
-SLOW_PCT = 5.0  # a rank this much slower than the median is marked slow
+SLOW_PCT = 5.0  # a rank this much slower than the median is slow (summary's SLOW_RANK_PCT)
 
 
 def slow_ranks(entries: List[Dict[str, Any]]) -> Dict[str, Any]:
@@ -29,11 +29,14 @@ def slow_ranks(entries: List[Dict[str, Any]]) -> Dict[str, Any]:
         return {"rows": [], "slow": 0, "of": len(entries), "shown": 0}
     rows = []
     for entry in entries[:SHOWN]:
-        cause = entry.get("explained_by")
+        # summary's own word where it gives one (its SLOW_RANK_PCT), the same rule otherwise
+        slow = entry["slow"] if "slow" in entry else entry["deviation_pct"] >= SLOW_PCT
+        cause = entry.get("explained_by") if slow else None  # a rank within the spread: none
         rows.append({**{k: entry.get(k) for k in ("rank", "backend", "step_time_us",
                                                   "deviation_us", "deviation_pct",
                                                   "explained_by", "component_deltas_us")},
-                     "slow": entry["deviation_pct"] >= SLOW_PCT,
+                     "slow": slow,
                      "reason": REASONS.get(cause) if cause else None})
-    return {"rows": rows, "slow": sum(1 for e in entries if e["deviation_pct"] >= SLOW_PCT),
+    return {"rows": rows, "slow": sum(1 for e in entries
+                                      if e.get("slow", e["deviation_pct"] >= SLOW_PCT)),
             "of": len(entries), "shown": len(rows)}
