@@ -62,6 +62,10 @@ class RLStepDriver:
         self._thread: Optional[int] = None   # the thread that runs the current step
         self._done: set = set()       # stages already recorded in the current step
         self._repeated: set = set()   # steps entered more than once (warned about once)
+        self._ran: Dict[str, None] = {}  # every stage name the worker passed, in order
+        self._step_ran: set = set()   # the stage names of the current step
+        self._first_step: Optional[int] = None
+        self._names_checked = False   # the selected names were checked against a step's
         self.recorders: Dict[Optional[str], WindowRecorder] = {}
         if config.profile and config.captures and self.stages:
             flag = ("--profile-on-slow-step" if config.profile_on_slow_step is not None
@@ -139,6 +143,8 @@ class RLStepDriver:
         if not self.stages:
             return self.recorders[None].range(STAGE_RANGE.format(name=name))
         key = name.lower()
+        self._ran.setdefault(key)
+        self._step_ran.add(key)
         recorder = self.recorders.get(key)
         if recorder is None or recorder.idle:
             return _NOTHING
@@ -167,18 +173,16 @@ class RLStepDriver:
 
     def close(self, reason: str = "finished", detail: Optional[str] = None) -> None:
         """Stop any running session, wait for its files, write the final manifests. Idempotent;
-        also done at exit on every exit path (the recorders install that). Stages selected with
-        profile_stages that never ran are named."""
-        if not self.closed and self.stages:
-            unused = [stage for stage, recorder in self.recorders.items()
-                      if recorder.manifest is not None and not recorder.windows_opened
-                      and recorder.plan.windows and self._last is not None
-                      and self._last >= recorder.plan.windows[0].start]
-            for stage in unused:
-                self.recorders[stage].report(
-                    "warning", "stage", f"profile_stages names {stage!r}, but no stage of that "
-                                        f"name ran inside a profiled RL step; the stages your "
-                                        f"worker passes to prof.stage() are the names to use")
+        also done at exit on every exit path (the recorders install that). A stage selected with
+        profile_stages that recorded nothing says why: it never ran, or not in a profiled step
+        (not that the loop ended before the window: the steps did run)."""
+        if not self.closed and self.stages and self._last is not None:
+            for stage, recorder in self.recorders.items():
+                windows = recorder.plan.windows
+                if recorder.manifest is None or recorder.windows_opened or not windows \
+                        or self._last < windows[0].start:
+                    continue
+                recorder.nothing_profiled_words = self._not_recorded_words(str(stage))
         self.closed = True
         for recorder in self.recorders.values():
             recorder.close(reason, detail)
@@ -218,6 +222,36 @@ class RLStepDriver:
                 recorder.end(number, failure)
         finally:
             self._current = self._thread = None
+        if self._first_step is None:
+            self._first_step = number
+        if self.stages and self._step_ran and not self._names_checked:
+            self._names_checked = True
+            self._check_names(number)
+        self._step_ran = set()
+
+    def _check_names(self, number: int) -> None:
+        """At the end of the first step that ran stages: a selected name none of them had is
+        most likely misspelt; say so now, not after the run."""
+        ran = ", ".join(repr(name) for name in self._ran)
+        for stage in self.stages:
+            if stage not in self._step_ran:
+                self.recorders[stage].report(
+                    "warning", "stage", f"profile_stages names {stage!r}, but RL step {number} "
+                                        f"ran no stage of that name (it ran {ran}); the names "
+                                        f"your worker passes to prof.stage() are the ones to "
+                                        f"select")
+
+    def _not_recorded_words(self, stage: str) -> str:
+        """Why the recorder of selected ``stage`` recorded nothing although RL steps ran."""
+        steps = (f"RL step {self._last}" if self._first_step == self._last
+                 else f"RL steps {self._first_step}-{self._last}")
+        ran = ", ".join(repr(name) for name in self._ran) or "none"
+        if stage not in self._ran:
+            return (f"profile_stages names {stage!r}, but no stage of that name ran in {steps} "
+                    f"(the stages that ran: {ran}); nothing was profiled for it: select the "
+                    f"names your worker passes to prof.stage()")
+        return (f"stage {stage!r} ran in {steps}, but never inside a profiled RL step; nothing "
+                f"was profiled for it")
 
 
 RoleProfiler = RLStepDriver  # the name role_profiler() has always returned

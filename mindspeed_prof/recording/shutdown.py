@@ -70,6 +70,10 @@ class RecorderShutdown:
     _failure: Optional[Failure]
     _on_final_manifest: Optional[Callable[[Manifest], None]]
 
+    # Why nothing was profiled, in a driver's words (an RL stage that never ran), said at close
+    # instead of "ended before {unit} N", which only the recorder's own view would give.
+    nothing_profiled_words: Optional[str] = None
+
     def report(self, kind: str, phase: str, message: str) -> None:
         raise NotImplementedError  # WindowRecorder's
 
@@ -247,7 +251,9 @@ class RecorderShutdown:
         if not self._windows_opened and not self.plan.polling:
             manifest.mark_nothing_profiled()
             planned, unit = self.plan.windows, self.plan.unit
-            if not planned and self.schedule is None:
+            if self.nothing_profiled_words is not None:
+                self.report("warning", "stop", self.nothing_profiled_words)
+            elif not planned and self.schedule is None:
                 self.report("warning", "stop", f"{unit.owner} ended ({reason}) and no window "
                                                f"was asked for (no window flags, no HTTP start); "
                                                f"nothing was profiled")
