@@ -49,8 +49,15 @@ LEGACY_FORWARD = "megatron.inference.text_generation.forward_step.ForwardStep.__
 SERVERS = ("megatron.core.inference.text_generation_server",
            "megatron.inference.text_generation_server")
 LLM_GENERATE = "mindspeed_llm.tasks.inference.module.MegatronModuleForCausalLM.generate"
+# The server's HTTP loop, run by the one process that serves (the first TP rank of the first
+# stage); every other rank runs the requests that process broadcasts, and leaves its loop when
+# that process broadcasts the server's end.
+SERVER_RUNS = (
+    "megatron.core.inference.text_generation_server.text_generation_server.MegatronServer.run",
+    "megatron.inference.text_generation_server.MegatronServer.run")
 
 _lock = threading.Lock()
+_served = threading.Event()  # this process ran the server's HTTP loop
 
 
 def _driver():
@@ -103,7 +110,29 @@ def _refuse(message, rank):
 
 def _close_at_exit(driver):
     reason, detail = process_end_reason()
+    if reason in ("finished", "process exit") and _followed_the_server(driver):
+        # Its loop ends only when the serving process broadcasts the end (or a collective with
+        # it fails, which is an exception): "finished" would hide that it ended with its peer.
+        reason, detail = "peer ended", (
+            f"the serving rank stopped the server after {driver.requests} requests, and this "
+            f"rank, which runs the requests that rank broadcasts, left its loop with it (the "
+            f"serving rank's manifest says how it ended)")
     driver.close(reason, detail or f"the process ended after {driver.requests} requests")
+
+
+def _followed_the_server(driver):
+    """A rank of a text-generation server that did not serve HTTP itself."""
+    return (not _served.is_set() and driver.recorder.world_size > 1
+            and any(name in sys.modules for name in SERVERS))
+
+
+def mindspeed_prof_server_run_wrapper(run):
+    @functools.wraps(run)
+    def run_remembered(*args, **kwargs):
+        _served.set()
+        return run(*args, **kwargs)
+
+    return run_remembered
 
 
 def mindspeed_prof_engine_init_wrapper(init):
@@ -145,6 +174,7 @@ TARGETS = (
     (FORWARD, mindspeed_prof_forward_wrapper),
     (LEGACY_FORWARD, mindspeed_prof_forward_wrapper),
     (LLM_GENERATE, mindspeed_prof_generate_wrapper),
+    *((target, mindspeed_prof_server_run_wrapper) for target in SERVER_RUNS),
 )
 
 
