@@ -69,6 +69,8 @@ def summary_lines(merged):
         dropped.append(f"{counts.dropped_short:,} shorter than {merged.min_us:g} µs")
     if counts.dropped_outside:
         dropped.append(f"{counts.dropped_outside:,} outside the steps")
+    if counts.unreadable:
+        dropped.append(f"{counts.unreadable:,} without a usable timestamp or duration")
     lines = [f"timeline: {len(selection.tracks)} rank(s), "
              f"{selection.unit or 'step'}s {shown_steps}, {counts.events:,} events"
              + (f" (left out: {'; '.join(dropped)})" if dropped else "")

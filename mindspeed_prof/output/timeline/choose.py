@@ -16,7 +16,8 @@ from typing import Dict, List, Optional, Tuple
 from ...config import ranks as rank_grammar
 from ...errors import ConfigError
 from ...layout import ASCEND_OUTPUT_DIR, parse_window_dir
-from ..read import jobruns
+from .. import cache, parallel
+from ..read import jobruns, tracescan
 from ..read.discover import discover
 from ..read.errors import CorruptFile
 from ..read.roles import role_roots
@@ -34,7 +35,7 @@ class Capture:
     rel: str
     backend: str
     window: str  # the window folder it lies in, relative to the root ("." when none)
-    steps: Dict[int, Tuple[float, float]] = field(default_factory=dict)  # N -> (start, end)
+    steps: Optional[Dict[int, Tuple[float, float]]] = field(default_factory=dict)  # N -> (start, end); None: unreadable
     base_ns: int = 0  # torch's baseTimeNanoseconds: ts + base is the rank's clock
     host: Optional[str] = None  # the host_name torch wrote in the file
 
@@ -52,7 +53,7 @@ class Track:
         """Every step of this rank on its clock (ts + base), the newest capture's on a clash."""
         merged: Dict[int, Tuple[float, float]] = {}
         for capture in self.captures:
-            for number, (start, end) in capture.steps.items():
+            for number, (start, end) in (capture.steps or {}).items():
                 base = capture.base_ns / 1000.0
                 merged[number] = (start + base, end + base)
         return merged
@@ -99,17 +100,20 @@ def select(directory: str, ranks: Optional[List[str]] = None, steps: Optional[st
     captures = jobruns.keep_runs(found.runs, runs)
     manifests = runs.chosen
     chosen_ranks = _chosen_ranks(ranks, captures, manifests)
-    tracks: Dict[int, Track] = {}
+    chosen = []
     for run in sorted(captures, key=lambda r: (r.rank if r.rank is not None else -1,
                                                r.timestamp or "", r.rel)):
         if run.rank is None:
             notes.append(f"{run.rel}: rank unknown, left out")
-            continue
-        if chosen_ranks is not None and run.rank not in chosen_ranks:
-            continue
-        capture = _capture(run, found.root, notes)
-        if capture is None:
-            continue
+        elif chosen_ranks is None or run.rank in chosen_ranks:
+            capture = _capture(run, found.root, notes)
+            if capture is not None:
+                chosen.append((run, capture))
+    _read_steps([c for _, c in chosen], notes)
+    tracks: Dict[int, Track] = {}
+    for run, capture in chosen:
+        if capture.steps is None:
+            continue  # unreadable: said in the notes
         if asked and capture.steps and not any(asked[0] <= n <= asked[1] for n in capture.steps):
             continue
         if asked and not capture.steps:
@@ -245,14 +249,38 @@ def _capture(run, root, notes) -> Optional[Capture]:
             return None
     else:
         path = run.path
-    capture = Capture(path=path, rel=os.path.relpath(path, root), backend=run.backend,
-                      window=_window_of(run.rel))
+    return Capture(path=path, rel=os.path.relpath(path, root), backend=run.backend,
+                   window=_window_of(run.rel))
+
+
+def _read_steps(captures, notes):
+    """Each capture's steps, base and host (``clock.recorded_steps``), over several processes
+    when the cache does not hold the files' scans (what ``check`` reads: after it, none)."""
+    sizes = [0 if cache.load(c.path, tracescan.KIND) is not None else _size(c.path)
+             for c in captures]
+    results = parallel.run(_steps_or_error, [(c.path,) for c in captures],
+                           parallel.workers_for(sum(sizes), len(captures)))
+    for capture, (found, error) in zip(captures, results):
+        if error is not None:
+            notes.append(f"{capture.rel}: unreadable ({error}), left out; run "
+                         f"`mindspeed-prof check`")
+            capture.steps = None
+        else:
+            capture.steps, capture.base_ns, capture.host = found
+
+
+def _steps_or_error(path):
     try:
-        capture.steps, capture.base_ns, capture.host = clock.recorded_steps(path)
+        return clock.recorded_steps(path), None
     except (CorruptFile, OSError, ValueError, RecursionError, EOFError) as exc:
-        notes.append(f"{capture.rel}: unreadable ({exc}), left out; run `mindspeed-prof check`")
-        return None
-    return capture
+        return None, str(exc)
+
+
+def _size(path):
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def _unit(windows, manifests):

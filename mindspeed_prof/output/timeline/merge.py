@@ -11,8 +11,11 @@ from typing import List, Optional
 
 from ...errors import ConfigError
 from ...version import __version__
+from .. import parallel
+from ..progress import Progress
 from . import choose, clock
-from .write import Counts, TimelineWriter
+from .write import COUNTS_SUFFIX, Counts, TimelineWriter, write_rank
+from .write import _types as write_types
 
 SUFFIXES = (".json.gz", ".json")
 
@@ -61,15 +64,33 @@ def merge_timeline(directory: str, output: str, ranks: Optional[List[str]] = Non
     alignment = clock.align({t.rank: t.steps() for t in selection.tracks},
                             {t.rank: t.host for t in selection.tracks}, selection.steps)
     origin = origin_us(selection, alignment)
-    writer = TimelineWriter(output, origin)
+    writer = TimelineWriter(output)
+    parts = [f"{writer.path}.{os.getpid()}.rank{t.rank}.part" for t in selection.tracks]
+    calls = [(part, t.rank, t.name, [(c.path, c.base_ns, _span(c, selection.steps))
+                                     for c in t.captures],
+              alignment.offsets_us[t.rank], selection.steps, min_us, origin)
+             for part, t in zip(parts, selection.tracks)]
+    sizes = [sum(_bytes(c.path) for c in t.captures) for t in selection.tracks]
+    joined: List[int] = []
+    finished = set()
+
+    def done(i):  # parts join the file in rank order, each as soon as those before it have
+        finished.add(i)
+        while len(joined) < len(parts) and len(joined) in finished:
+            writer.add_part(parts[len(joined)])
+            joined.append(len(joined))
+        bar.advance(sizes[i])
+
     try:
-        for track in selection.tracks:
-            files = [(c.path, c.base_ns, _span(c, selection.steps)) for c in track.captures]
-            writer.add_rank(track.rank, track.name, files, alignment.offsets_us[track.rank],
-                            selection.steps, min_us)
+        with Progress("timeline", sum(sizes)) as bar:
+            parallel.run(write_rank, calls, parallel.workers_for(sum(sizes), len(calls)),
+                         warm=write_types, done=done)
         size = writer.close(metadata(selection, alignment, min_us, writer.counts, origin))
     except BaseException:
         writer.abandon()
+        for part in parts:
+            _remove(part)
+            _remove(part + COUNTS_SUFFIX)
         raise
     return Merged(output, size, selection, alignment, writer.counts, min_us)
 
@@ -84,13 +105,28 @@ def origin_us(selection, alignment) -> int:
     return int(min(starts)) if starts else 0
 
 
+def _bytes(path):
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _remove(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 def _span(capture, asked):
     """[start of the first asked step, start of the next step after them): the events of the
     asked steps, with the device's tail of the last one; None: the whole capture."""
     if not asked:
         return None
-    inside = [start for n, (start, _) in capture.steps.items() if asked[0] <= n <= asked[1]]
-    after = [start for n, (start, _) in capture.steps.items() if n > asked[1]]
+    steps = capture.steps or {}
+    inside = [start for n, (start, _) in steps.items() if asked[0] <= n <= asked[1]]
+    after = [start for n, (start, _) in steps.items() if n > asked[1]]
     return min(inside), (min(after) if after else float("inf"))
 
 
@@ -110,7 +146,7 @@ def metadata(selection, alignment, min_us, counts=None, origin=0) -> dict:
         data["notes"] = data["notes"] + [raw_clocks_note(selection)]
     if counts is not None:
         data.update(events=counts.events, dropped_short=counts.dropped_short,
-                    dropped_outside=counts.dropped_outside)
+                    dropped_outside=counts.dropped_outside, unreadable=counts.unreadable)
     return data
 
 
