@@ -279,3 +279,35 @@ def test_with_a_baseline_the_diff_is_diffs_own_numbers(tmp_path, capsys, eight_r
     assert grew[4].us == diff["grew"][0]["change_us"]
     ranks = page.table("diff-ranks")
     assert ranks.rows[0][0].text == "5 → 5" and ranks.rows[0][4].text == "Computing"
+
+
+def test_an_inference_run_gives_each_requests_latency_as_summary_does(tmp_path, capsys):
+    from helpers.inference import armed, config, serve
+
+    driver = armed(config(tmp_path))
+    serve(driver, 4)
+    driver.close()
+    out = str(tmp_path / "inference.html")
+    code, _, _ = report(capsys, tmp_path / "prof", out)
+    assert code == 0
+    _, summary = run_cli_json(capsys, "summary", tmp_path / "prof")
+    page = read_page(out)
+    assert "Rank × request heatmaps" in page.sections and "Requests" in page.sections
+    table = page.table("requests")
+    [rank] = summary["ranks"]
+    assert [(r[1].text, r[2].us, r[3].text) for r in table.rows] == [
+        (str(row["request"]), row["latency_us"], str(row["forwards"]))
+        for row in rank["requests"]]
+
+
+def test_an_npu_db_export_renders_and_says_it_has_no_communication_json(tmp_path, capsys):
+    samples.db_capture(tmp_path / "prof")
+    out = str(tmp_path / "db.html")
+    code, _, _ = report(capsys, tmp_path / "prof", out)
+    _, summary = run_cli_json(capsys, "summary", tmp_path / "prof")
+    page = read_page(out)
+    assert code == 0
+    [rank] = summary["ranks"]
+    [row] = page.table("ranks").rows
+    assert row[3].us == rank["breakdown_us"]["step_time"]
+    assert "1 NPU capture(s) without ASCEND_PROFILER_OUTPUT/communication.json" in page.text

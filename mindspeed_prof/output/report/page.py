@@ -82,6 +82,10 @@ def _part(body: Sections, part: Dict[str, Any], several: bool) -> None:
     if bars:
         body.figure(bars, "steps")
     body.per_step_table(part["per_step"], unit)
+    if any(r["requests"] for r in summary["ranks"]):
+        body.section(prefix + "Requests", "How long did each request take, in how many "
+                     "forwards, and what ran longest in it?")
+        body.requests(summary["ranks"])
     body.section(prefix + "Slow ranks", "Who holds the others back, and why? Each rank's "
                  "mean step time against the median rank, and the part that grew most.")
     body.slow_ranks(part["slow_ranks"])

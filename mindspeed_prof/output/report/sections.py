@@ -125,6 +125,16 @@ class Sections:
                                  *[f"{SHORT[k]} (ms, mean)" for k in keys],
                                  "SLOWEST (ms)", "SLOWEST RANK"], body, "per-step"))
 
+    def requests(self, ranks: List[Dict[str, Any]]) -> None:
+        rows = [f"<tr><td class=n>{rank['rank']}</td><td class=n>{row['request']}</td>"
+                f"{us_cell(row['latency_us'])}{num_cell(row['forwards'])}"
+                f"{num_cell(row['prefill'])}{num_cell(row['decode'])}"
+                f"<td>{e(', '.join(row['top_ops']))}"
+                f"{' (whole capture)' if row['top_ops_of'] == 'capture' else ''}</td></tr>"
+                for rank in ranks for row in rank["requests"]]
+        self.parts.append(table(["RANK", "REQUEST", "LATENCY (ms)", "FORWARDS", "PREFILL",
+                                 "DECODE", "TOP OPERATORS"], rows[:MAX_ROWS], "requests"))
+
     def slow_ranks(self, slow: Dict[str, Any]) -> None:
         if not slow["rows"]:
             self.note("fewer than two ranks with step times: no rank to compare.")
@@ -195,8 +205,8 @@ class Sections:
                                     "communication"))
             self.note("read from: " + ", ".join(comm["sources"]) + "; bytes and bandwidth "
                       "only where the files give sizes (a CPU gloo trace does not).")
-        for error in comm["errors"][:MAX_LISTED]:
-            self.note(error)
+        for note in comm["notes"][:MAX_LISTED]:
+            self.note(note)
 
     def captures(self, captures: List[Dict[str, Any]]) -> None:
         if not captures:
