@@ -8,6 +8,7 @@ ever ran, the process says so at exit instead of silently producing nothing.
 
 import atexit
 import multiprocessing
+import os
 import sys
 
 from mindspeed_prof import log
@@ -97,14 +98,37 @@ def _warn_if_not_connected():
     said = state.usage_error or state.left_to_host is not None  # already explained at start-up
     if wanted and training and not crashed and not helper and not state.train_hooked \
             and not said:
-        log.error("--profile was given, but no Megatron training loop ran under mindspeed_prof's "
-                  "hooks, so nothing was profiled. The chain was not connected: run the script "
-                  "with `python -m mindspeed_prof.launch` (or torchrun ... -m "
-                  "mindspeed_prof.launch), check that it trains through "
-                  "megatron.training.pretrain/train (or serves through Megatron's "
-                  "StaticInferenceEngine, DynamicInferenceEngine or MindSpeed-LLM's generate), "
-                  "or use "
-                  "mindspeed_prof.profile() in a plain loop.")
+        log.error(_not_connected_words())
+
+
+# Loops of other frameworks a script may run instead of Megatron's: (module, name).
+_OTHER_LOOPS = (("torch.distributed.fsdp", "torch FSDP"),
+                ("torch.distributed._composable.fsdp", "torch FSDP2"),
+                ("deepspeed", "DeepSpeed"), ("transformers.trainer", "Hugging Face's Trainer"),
+                ("accelerate", "Accelerate"), ("lightning", "Lightning"))
+
+
+def _not_connected_words():
+    """The exit ERROR: what ran instead of a hooked loop, and the fix that fits how we came in
+    (under the launcher the chain is there: telling the user to use it would be wrong)."""
+    script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "the script"
+    if "megatron.training.training" in sys.modules:
+        what = "it imported megatron.training but never called its train()"
+    else:
+        what = "it never imported megatron.training"
+    others = list(dict.fromkeys(name for module, name in _OTHER_LOOPS if module in sys.modules))
+    if others:
+        what += f"; it ran {' and '.join(others)} instead"
+    if state.activated_by == "launcher":
+        fix = "to profile that loop, call mindspeed_prof.profile() around it"
+    else:
+        fix = ("run the script with `python -m mindspeed_prof.launch` (or torchrun ... -m "
+               "mindspeed_prof.launch) so the hooks are in place before Megatron loads, or call "
+               "mindspeed_prof.profile() in a plain loop")
+    return (f"--profile was given, but {script} ran no loop mindspeed_prof hooks, so nothing "
+            f"was profiled: {what}. mindspeed_prof records Megatron's training loop "
+            f"(megatron.training pretrain/train), its inference engines (StaticInferenceEngine, "
+            f"DynamicInferenceEngine) and MindSpeed-LLM's generate; {fix}.")
 
 
 def deactivate():

@@ -14,9 +14,14 @@ import sys
 import tempfile
 
 from mindspeed_prof.arguments import add_recorded_profile_flags, parse_profile_flags
+from mindspeed_prof.config import ranks
+from mindspeed_prof.config.window import plan_windows
 from mindspeed_prof.errors import ConfigError
 from mindspeed_prof.script import adapt_script
-from mindspeed_prof.script.launches import INFERENCE
+from mindspeed_prof.script.entries import no_loop_reason
+from mindspeed_prof.script.launches import INFERENCE, TRAINING, scan_commands
+from mindspeed_prof.script.literals import job_literals
+from mindspeed_prof.script.scan import assignments
 
 HELP = ("Write a copy of a training (or inference) launch script whose training command runs "
         "under mindspeed_prof.launch with the given --profile* flags (IN.sh is never written).")
@@ -58,7 +63,11 @@ def run(args):
                               drop_use_pytorch_profiler=args.drop_use_pytorch_profiler)
     except ConfigError as exc:  # its lines are IN.sh's: say which file they are in
         raise ConfigError(f"{source}: {exc}") from None
-    for note in list(result.notes) + config.warnings() + _path_notes(config):
+    # Before the job spends minutes building its model: flags the script's own values rule out,
+    # and entries whose loop nothing hooks.
+    notes = _check_against_the_script(text, result.launches, config, source,
+                                      chosen_by_line=bool(args.line))
+    for note in list(result.notes) + notes + config.warnings() + _path_notes(config):
         print(f"note: {note}", file=sys.stderr)
     if not result.changed:
         print(f"{source} is already adapted with these flags; nothing to do", file=sys.stderr)
@@ -75,6 +84,44 @@ def run(args):
         print(f"note: {len(result.launches)} {kind} commands were adapted, so each one that "
               f"runs profiles; --line N adapts only the one on line N", file=sys.stderr)
     return 0
+
+
+def _check_against_the_script(text, launches, config, source, chosen_by_line):
+    """ConfigError (exit 2, with the fix) for flags the script's own literals rule out, and for
+    a training entry that runs no loop we hook (a note instead when --line chose it)."""
+    values = assignments(scan_commands(text))
+    folders = [os.path.dirname(os.path.abspath(source)), os.getcwd()]
+    notes = []
+    for launch in launches:
+        found = job_literals(text, launch, launch.held.values if launch.held else values)
+        where = f"{source} line {launch.line}"
+        lacking = ranks.beyond(config.profile_ranks, found.world_size or 0) \
+            if found.world_size else []
+        if lacking:
+            raise ConfigError(
+                f"{where}: --profile-ranks {ranks.format_selection(config.profile_ranks)} names "
+                f"rank(s) {', '.join(map(str, lacking))}, but the job starts {found.world_size} "
+                f"ranks ({found.world_words}), numbered 0-{found.world_size - 1}: choose ranks "
+                f"among them (-1 for every rank)")
+        if launch.verdict == TRAINING and found.train_iters is not None:
+            try:
+                plan_windows(config, first_iteration=1, train_iters=found.train_iters)
+            except ConfigError as exc:
+                raise ConfigError(f"{where} trains {found.train_iters} iterations "
+                                  f"({found.train_iters_words}): {exc}") from None
+        why = no_loop_reason(launch.script_name, folders) if launch.verdict == TRAINING \
+            else None
+        if why is None:
+            continue
+        said = (f"{where}: {why}; mindspeed_prof hooks Megatron's training loop "
+                f"(megatron.training pretrain/train), so the copy would profile nothing")
+        if chosen_by_line:
+            notes.append(f"{said} (adapted anyway: --line chose it)")
+        else:
+            raise ConfigError(f"{said}. Profile that trainer with its own profiler settings, or "
+                              f"call mindspeed_prof.profile() in its loop; --line {launch.line} "
+                              f"adapts it anyway")
+    return notes
 
 
 def default_output(source):
