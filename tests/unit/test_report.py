@@ -311,3 +311,20 @@ def test_an_npu_db_export_renders_and_says_it_has_no_communication_json(tmp_path
     [row] = page.table("ranks").rows
     assert row[3].us == rank["breakdown_us"]["step_time"]
     assert "1 NPU capture(s) without ASCEND_PROFILER_OUTPUT/communication.json" in page.text
+
+
+def test_npu_bytes_count_sdma_once_and_bandwidth_is_over_the_transports_transit_time(
+        tmp_path, capsys):
+    # communication.json of the samples: hcom_allReduce__483_2 moved 146.80064 MB over HCCS,
+    # which SDMA repeats (SDMA = HCCS + PCIE), in 7.65872 ms (rank 1) and 7.65389 ms (rank 0),
+    # while the operator's own "Transit Time(ms)" reads 0; __483_19 moved 0.49152 MB in
+    # 0.0185 ms on rank 1 only
+    samples.two_ranks(tmp_path / "prof")
+    out = str(tmp_path / "npu.html")
+    report(capsys, tmp_path / "prof", out)
+    [row] = [r for r in read_page(out).table("communication").by("GROUP", "9350434047717501483")
+             if r[1].text == "allreduce"]
+    moved = (2 * 146.80064 + 0.49152) * 1e6
+    assert row[4].text == f"{moved / (1 << 20):.2f} MiB"
+    assert float(row[6].text) == pytest.approx(
+        moved / ((7.658720000000001 + 7.653889988281249 + 0.0185) * 1e6), abs=0.005)

@@ -2,8 +2,11 @@
 files say them.
 
 - NPU text export: ``ASCEND_PROFILER_OUTPUT/communication.json`` (per step, per operator named
-  ``hcom_<kind>__<id>@<group>``): elapsed time, transit time and the bytes each transport moved.
-  Bandwidth is bytes over transit time, as msprof-analyze computes it.
+  ``hcom_<kind>__<id>@<group>``): elapsed time, and per transport the bytes moved and the time
+  moving them. SDMA already holds HCCS and PCIE (msprof-analyze sums them into it), so the bytes
+  are RDMA's + SDMA's where SDMA is given. Bandwidth is those bytes over those transit times,
+  as msprof-analyze computes each transport's: the operator's own "Transit Time" is 0 in some
+  releases' files while its transports moved hundreds of MB.
 - torch trace: one kind of event per trace, the first present of: the device's NCCL/HCCL
   kernels, the backend's own collective annotations (``gloo:``/``nccl:``/``hccl:``, the
   collective running on its worker thread), the ``c10d::`` calls. Bytes and group come from the
@@ -56,17 +59,20 @@ def kind_name(raw: str) -> str:
 
 
 def _row():
-    return {"count": 0, "bytes": None, "time_us": 0.0, "transit_us": None}
+    return {"count": 0, "bytes": None, "time_us": 0.0, "moved": 0.0, "moving_us": 0.0}
 
 
-def _add(rows, group, kind, count, nbytes, time_us, transit_us=None):
+def _add(rows, group, kind, count, nbytes, time_us, moved=None, moving_us=None):
+    """``moved`` bytes in ``moving_us`` give the bandwidth; by default the bytes over the time."""
     row = rows.setdefault((group, kind), _row())
     row["count"] += count
     row["time_us"] += time_us
     if nbytes is not None:
         row["bytes"] = (row["bytes"] or 0) + nbytes
-    if transit_us is not None:
-        row["transit_us"] = (row["transit_us"] or 0.0) + transit_us
+        moved, moving_us = (nbytes, time_us) if moved is None else (moved, moving_us)
+        if moving_us:
+            row["moved"] += moved
+            row["moving_us"] += moving_us
 
 
 def _npu(path: str) -> Dict[str, Any]:
@@ -88,11 +94,15 @@ def _npu(path: str) -> Dict[str, Any]:
                 times = info.get("Communication Time Info") or {}
                 links = info.get("Communication Bandwidth Info") or {}
                 group = name.rsplit("@", 1)[1] if "@" in name else UNKNOWN_GROUP
-                megabytes = sum(_num(v.get("Transit Size(MB)")) for v in links.values()
-                                if isinstance(v, dict))
-                transit = _num(times.get("Transit Time(ms)")) * 1000.0
+                links = {k: v for k, v in links.items() if isinstance(v, dict)}
+                if "SDMA" in links:  # SDMA = HCCS + PCIE: counted once
+                    links = {k: v for k, v in links.items() if k in ("RDMA", "SDMA")}
+                megabytes = sum(_num(v.get("Transit Size(MB)")) for v in links.values())
+                moving = sum(_num(v.get("Transit Time(ms)")) for v in links.values()
+                             if _num(v.get("Transit Size(MB)")))
                 _add(rows, group, kind_name(name), 1, megabytes * 1e6,
-                     _num(times.get("Elapse Time(ms)")) * 1000.0, transit)
+                     _num(times.get("Elapse Time(ms)")) * 1000.0,
+                     megabytes * 1e6 if moving else 0.0, moving * 1000.0)
     return {"source": NPU_FILE, "rows": _listed(rows)}
 
 
@@ -147,10 +157,17 @@ def _listed(rows):
     return [[group, kind, row] for (group, kind), row in sorted(rows.items())]
 
 
+def _from_cache(hit):
+    """A cache entry back; one of another shape raises KeyError (a miss: read again)."""
+    rows = [[str(group), str(kind), {k: row[k] for k in _row()}]
+            for group, kind, row in hit["rows"]]
+    return {"source": hit["source"], "rows": rows}
+
+
 def _remembered_torch(path):
     try:
-        return cache.remembered(path, KIND, torch_communication, lambda r: r, lambda hit: {
-            "source": hit["source"], "rows": [list(r) for r in hit["rows"]]}, CorruptFile)
+        return cache.remembered(path, KIND, torch_communication, lambda r: r, _from_cache,
+                                CorruptFile)
     except (CorruptFile, OSError, ValueError, RecursionError, EOFError) as exc:
         return {"source": None, "rows": [], "error": str(exc)}
 
@@ -178,15 +195,14 @@ def communication(runs) -> Dict[str, Any]:
             sources.add(result["source"])
         for group, kind, row in result["rows"]:
             _add(total, group, kind, row["count"], row["bytes"], row["time_us"],
-                 row["transit_us"])
+                 row["moved"], row["moving_us"])
             ranks.setdefault((group, kind), set()).add(run.rank)
     rows = []
     for (group, kind), row in sorted(total.items(), key=lambda kv: -kv[1]["time_us"]):
-        moving = row["transit_us"] if row["transit_us"] else row["time_us"]
         rows.append({"group": group, "kind": kind, "ranks": len(ranks[(group, kind)]),
                      "count": row["count"], "bytes": row["bytes"], "time_us": row["time_us"],
-                     "bandwidth_gb_s": (row["bytes"] / (moving * 1e3)
-                                        if row["bytes"] and moving else None)})
+                     "bandwidth_gb_s": (row["moved"] / (row["moving_us"] * 1e3)
+                                        if row["moving_us"] else None)})
     if without:
         notes.append(f"{without} NPU capture(s) without ASCEND_PROFILER_OUTPUT/{NPU_FILE} "
                       f"(torch_npu writes it at --profile-level level1 or level2, text "
