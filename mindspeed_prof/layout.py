@@ -37,6 +37,27 @@ WINDOW_DIR_TEMPLATE = "{prefix}_{first}-{last}"
 # Every unit's folder prefix (units.py owns them): a new unit is one entry there, not an edit here.
 WINDOW_DIR_RE = re.compile(r"^(" + "|".join(re.escape(u.prefix) for u in UNITS.values())
                            + r")_(\d+)-(\d+|end|-1)$")
+# Folders the readers never walk into: msprof-analyze's cluster output and Python's cache.
+SKIPPED_DIRS = frozenset({"cluster_analysis_output", "__pycache__"})
+
+
+def reserved_name(name: str) -> Optional[str]:
+    """Why ``name`` cannot be a folder of our own under a save path (an HTTP start's
+    ``prefix``), else None: the readers (output/read/discover.py) would skip it, read it as
+    one NPU capture, or take it for a file or a window folder of ours."""
+    if name.startswith("."):
+        return "the readers skip hidden folders: its traces would never be read"
+    if name.endswith(ASCEND_PT_SUFFIX):
+        return (f"a folder named *{ASCEND_PT_SUFFIX} is read as one NPU capture and never "
+                f"looked into: the traces under it would be invisible")
+    if name in SKIPPED_DIRS:
+        return "the readers skip this folder: its ranks would be called missing"
+    if MANIFEST_RE.match(name) or TORCH_TRACE_RE.match(name) or MEMORY_FILE_RE.match(name) \
+            or PROFILER_INFO_RE.match(name):
+        return "it is the name of a file mindspeed_prof or torch_npu writes in a save path"
+    if WINDOW_DIR_RE.match(name):
+        return "it is the name of a window folder (iter_/req_/step_/estep_{first}-{last})"
+    return None
 
 
 def parse_window_dir(name: str) -> Optional[Tuple[Unit, int, int]]:

@@ -189,6 +189,9 @@ def apply_start(engine, request, generation) -> None:
         else:
             control.started(generation, next_step, request)
     if driver.rank == 0:
+        if answer == "not recorded here":
+            answer = (f"window {generation} relayed to the profiled ranks (rank 0 is not one "
+                      f"of --profile-ranks)")
         log.info(f"POST /start_profile: {answer} before engine step {next_step} (delay "
                  f"{request.delay}, max {request.length or 'until /stop_profile'}"
                  f"{', prefix ' + request.prefix if request.prefix else ''})")

@@ -18,6 +18,10 @@ Where they are bound is where the host's server binds (no listener of our own):
   routes nor the relay: ours are added to its blueprints and a command reaches every engine
   rank through ``patches/dynamic_control.py``'s pipe and broadcast at the next step boundary.
 
+Every route first asks who calls (``http_control.refusal``): callers on this machine only unless
+``--profile-http-allow-remote``, and the shared token when ``--profile-http-token`` is set.
+A start whose prefix names something in the save path that is no folder is refused (400).
+
 Without ``--profile`` nothing here is patched and the routes are the host's own, if any.
 """
 
@@ -40,10 +44,27 @@ ENDPOINTS = "megatron.core.inference.text_generation_server.dynamic_text_gen_ser
 
 _pending: list = []  # the static server's rank 0: commands for the next request boundary
 _pending_lock = threading.Lock()
+# Requests this rank began through run_mcore_engine (the static server runs it once per request
+# on every rank): rank 0's count of the units it relayed, profiled or not.
+_relayed = 0
 
 
 def _profiling():
     return state.config is not None and state.config.profile and not state.training
+
+
+def _refused(remote_addr, authorization):
+    """(JSON body, status) when this caller may not use the profile routes, else None."""
+    refused = http_control.refusal(state.config, remote_addr, authorization)
+    if refused is None:
+        return None
+    status, why = refused
+    return {"status": "error", "details": why}, status
+
+
+def _window_refusal(window):
+    """Why a well-formed start cannot open its window in this save path, else None."""
+    return http_control.prefix_refusal(window, state.config.profile_save_path)
 
 
 def _control():
@@ -90,6 +111,9 @@ def _quart_blueprint():
     defaults = http_control.engine_defaults(state.config)
 
     async def start_profile():
+        refused = _refused(request.remote_addr, request.headers.get(http_control.TOKEN_HEADER))
+        if refused:
+            return jsonify(refused[0]), refused[1]
         client = current_app.config.get("client")
         if client is None:
             return jsonify({"status": "error", "details": "client not initialized"}), 503
@@ -100,6 +124,9 @@ def _quart_blueprint():
             window = http_control.start_request(body, *defaults)
         except http_control.BadRequest as exc:
             return jsonify({"status": "error", "details": str(exc)}), 400
+        why = _window_refusal(window)
+        if why:
+            return jsonify({"status": "error", "details": why}), 400
         generation, why = _control().try_start()
         if generation is None:
             return jsonify({"status": "error", "details": why}), 409
@@ -110,6 +137,9 @@ def _quart_blueprint():
         return jsonify(_started(window, generation, "engine steps")), 200
 
     async def stop_profile():
+        refused = _refused(request.remote_addr, request.headers.get(http_control.TOKEN_HEADER))
+        if refused:
+            return jsonify(refused[0]), refused[1]
         client = current_app.config.get("client")
         if client is None:
             return jsonify({"status": "error", "details": "client not initialized"}), 503
@@ -162,6 +192,9 @@ def _add_flask_routes(app):
     from flask import jsonify, request
 
     def start_profile():
+        refused = _refused(request.remote_addr, request.headers.get(http_control.TOKEN_HEADER))
+        if refused:
+            return jsonify(refused[0]), refused[1]
         data = request.get_data()
         body = request.get_json(force=True, silent=True) if data.strip() else {}
         if body is None:
@@ -171,6 +204,9 @@ def _add_flask_routes(app):
             window = http_control.start_request(body)
         except http_control.BadRequest as exc:
             return jsonify({"status": "error", "details": str(exc)}), 400
+        why = _window_refusal(window)
+        if why:
+            return jsonify({"status": "error", "details": why}), 400
         generation, why = _control().try_start()
         if generation is None:
             return jsonify({"status": "error", "details": why}), 409
@@ -179,6 +215,9 @@ def _add_flask_routes(app):
         return jsonify(_started(window, generation, "requests")), 200
 
     def stop_profile():
+        refused = _refused(request.remote_addr, request.headers.get(http_control.TOKEN_HEADER))
+        if refused:
+            return jsonify(refused[0]), refused[1]
         generation, why = _control().try_stop()
         if generation is None:
             return jsonify({"status": "error", "details": why}), 409
@@ -195,13 +234,17 @@ def _add_flask_routes(app):
 def mindspeed_prof_run_mcore_engine_wrapper(run_mcore_engine):
     @functools.wraps(run_mcore_engine)
     def request_after_profile_decisions(*args, **kwargs):
-        if _profiling():
-            _apply_decisions()
+        global _relayed
+        if not _profiling():
+            return run_mcore_engine(*args, **kwargs)
+        _apply_decisions()
+        _relayed += 1
         result = run_mcore_engine(*args, **kwargs)
         from mindspeed_prof.patches import dynamic_inference
 
         if dynamic_inference.control is not None:  # rank 0 of a static server with --profile
-            dynamic_inference.control.unit_ended(getattr(state.inference, "requests", 0))
+            # Whether or not rank 0 records: a window with a length ends for the routes here.
+            dynamic_inference.control.unit_ended(_served(state.inference))
         return result
 
     return request_after_profile_decisions
@@ -226,13 +269,27 @@ def _apply_decisions():
         if not hasattr(driver, "start_window"):
             break  # nothing profiled in this process (the null driver)
         answer = driver.start_window(window) if kind == "start" else driver.stop_window()
+        following = _served(driver) + 1
         if control is not None and kind == "start":
             if answer == "busy":
                 control.refused(generation)
             else:
-                control.started(generation, driver.requests + 1, window)
+                control.started(generation, following, window)
         if rank == 0:
-            log.info(f"POST /{kind}_profile: {answer} before request {driver.requests + 1}")
+            if answer == "not recorded here":
+                answer = (f"window {generation} relayed to the profiled ranks (rank 0 is not "
+                          f"one of --profile-ranks)")
+            log.info(f"POST /{kind}_profile: {answer} before request {following}")
+
+
+def _served(driver):
+    """The number of the last request begun on this rank: the driver's own count where it
+    records, else the routes' count of run_mcore_engine calls (a rank that records nothing,
+    such as rank 0 under --profile-ranks 1, counts no request but serves every one)."""
+    recorder = getattr(driver, "recorder", None)
+    if recorder is not None and not recorder.idle:
+        return driver.requests
+    return _relayed
 
 
 def _knobs(window):

@@ -332,3 +332,5 @@ def _plan_lines(report):
     if report.get("captures"):
         lines.append(f"captures:  {report['captures']['describe']}")
     return lines
+        lines.append(f"           answers {report['http']['callers']}")
+        lines.append(f"           {report['http']['budget']}")

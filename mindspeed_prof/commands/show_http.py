@@ -1,7 +1,7 @@
 """What ``show-config`` says about serving processes: the HTTP control of a server, and the
 dynamic engine's steps (``--unit request`` / ``--unit engine-step``)."""
 
-from mindspeed_prof.control.http_control import engine_defaults
+from mindspeed_prof.control.http_control import DEFAULT_WINDOW_GB, engine_defaults
 from mindspeed_prof.config.units import ENGINE_STEP
 from mindspeed_prof.config.window import OPEN_ENDED, StepSchedule
 
@@ -17,7 +17,35 @@ def http_plan(config, unit):
                 + " until POST /stop_profile")
     return {"delay": delay, "max": length or None,
             "describe": f"POST /start_profile (also /v1/) {what}; a body may say "
-                        f'{{"prefix": "name", "delay": N, "max": N}}; one window at a time'}
+                        f'{{"prefix": "name", "delay": N, "max": N}}; one window at a time',
+            "callers": callers(config), "budget_gb": budget_gb(config),
+            "budget": budget_words(config, unit)}
+
+
+def callers(config):
+    """Who the profile routes answer (DESIGN §7)."""
+    if config.profile_http_allow_remote:
+        where = "any host that reaches the server's port (--profile-http-allow-remote)"
+    else:
+        where = ("callers on this machine only (127.0.0.1, ::1; others get 403: "
+                 "--profile-http-allow-remote opens them to the network)")
+    token = ("; each must send 'Authorization: Bearer <token>' (--profile-http-token is set)"
+             if config.profile_http_token else "")
+    return where + token
+
+
+def budget_gb(config):
+    """Each rank's byte budget (GB) for a window started over HTTP with no 'max'."""
+    return config.profile_max_gb if config.profile_max_gb is not None else DEFAULT_WINDOW_GB
+
+
+def budget_words(config, unit):
+    if config.profile_max_gb is not None:
+        return (f"windows started over HTTP share --profile-max-gb {config.profile_max_gb:g} "
+                f"with every other window of the job")
+    return (f"a window started over HTTP with no 'max' stops on each rank once it wrote "
+            f"{DEFAULT_WINDOW_GB:g} GB (the default budget of such windows: no "
+            f"--profile-max-gb given); one with 'max' records its {unit.plural}")
 
 
 def http_example(plan):

@@ -120,6 +120,8 @@ class Kind:
         """The value ``MINDSPEED_PROF_<NAME>=text`` sets."""
         if self.raw_env:
             return text  # a path or name must not be re-typed by YAML (e.g. "1e3", "no")
+        if self is BOOL and text.strip() in ("0", "1"):
+            return text.strip() == "1"  # MINDSPEED_PROF_HTTP_ALLOW_REMOTE=1, as shells write it
         value = _yaml_scalar(text)
         if self.many and value is None:
             return text  # an empty $RANKS: refused as a list naming nothing, not as a type
@@ -145,6 +147,9 @@ FLOAT = Kind("float?", _is_number, "a number", metavar="N", optional=True)
 TEXT = Kind("str", lambda v: isinstance(v, str), "a string", metavar="DIR", raw_env=True)
 PATH = Kind("path", lambda v: isinstance(v, str), "a file path", metavar="FILE", optional=True,
             raw_env=True)
+# A secret (the HTTP routes' token): a string taken as typed, never shown.
+SECRET = Kind("secret", lambda v: isinstance(v, str), "a string", metavar="TOKEN", optional=True,
+              raw_env=True)
 # A name (a level); ``text,db`` lists are one string. Checked against the choices later, in
 # every spelling, by the config's normaliser.
 CHOICE = Kind("choice", lambda v: isinstance(v, (str, list, tuple)), "a name", "one of {choices}",

@@ -101,6 +101,14 @@ class ProfilerConfig:
     profile_trigger_file: Optional[str] = _knob(
         None, kinds.PATH, "Arm the job for on-demand profiling: `mindspeed-prof trigger FILE "
         "--steps N` profiles the next N iterations on every selected rank.")
+    profile_http_allow_remote: bool = _knob(
+        False, kinds.BOOL, "Servers: answer POST /start_profile and /stop_profile from other "
+        "hosts too (by default only callers on this machine: 127.0.0.1, ::1); give "
+        "--profile-http-token with it.")
+    profile_http_token: Optional[str] = field(default=None, repr=False, metadata={
+        "kind": kinds.SECRET, "help": "Servers: a shared token every caller of the profile "
+        "routes sends as 'Authorization: Bearer TOKEN'; prefer MINDSPEED_PROF_HTTP_TOKEN (a "
+        "command line is visible to every user of the machine)."})
     profile_trigger_poll: int = _knob(
         10, kinds.INT, "With --profile-trigger-file or --profile-on-*: rank 0 checks the file "
         "(and judges the recent iterations) every K iterations and shares the decision with one "
@@ -204,6 +212,12 @@ class ProfilerConfig:
         if self.profile_trigger_file is not None and not self.profile_trigger_file.strip():
             raise ConfigError("--profile-trigger-file is empty; give the path of a file the "
                               "job can see (it need not exist yet).")
+        token = self.profile_http_token
+        if token is not None and (not token or any(c.isspace() or not c.isprintable()
+                                                   for c in token)):
+            raise ConfigError("--profile-http-token must be a non-empty token without spaces "
+                              "or control characters (it travels in an HTTP header), e.g. the "
+                              "output of `openssl rand -hex 16`.")
         object.__setattr__(self, "profile_steps", window.parse_step_ranges(self.profile_steps))
         object.__setattr__(self, "profile_forwards",
                            window.parse_forward_range(self.profile_forwards))
@@ -273,6 +287,10 @@ class ProfilerConfig:
         if not self.profile_ranks and self.profile_with_stack:
             notes.append("--profile-with-stack on every rank makes very large output; consider "
                          "--profile-ranks 0 or --profile-with-modules.")
+        if self.profile_http_allow_remote and not self.profile_http_token:
+            notes.append("--profile-http-allow-remote without --profile-http-token: any host "
+                         "that reaches the server's port can start profile windows; set a "
+                         "shared token (MINDSPEED_PROF_HTTP_TOKEN).")
         return notes
 
     def as_dict(self) -> Dict[str, Any]:
@@ -285,6 +303,8 @@ class ProfilerConfig:
         data["profile_mstx_domain_include"] = list(self.profile_mstx_domain_include)
         data["profile_mstx_domain_exclude"] = list(self.profile_mstx_domain_exclude)
         return data
+        if self.profile_http_token is not None:
+            data["profile_http_token"] = "(set)"  # a secret: never in a manifest or a report
 
 
 # The mstx domain our own ranges (units, forwards, stages) are recorded in: torch_npu's own

@@ -9,6 +9,16 @@ servers):
   ``delay`` (units to skip before recording), ``max`` (units to record, then stop by itself; 0:
   until ``/stop_profile``), ``prefix`` (the window's folder name, never a path). Defaults come
   from the flags (``--profile-forwards A-B`` on the dynamic engine: delay A-1, max B-A+1).
+- ``refusal(...)``: who may call the routes (DESIGN §7). They write to disk on request, so by
+  default they answer only callers on this machine (loopback): 403 with the fix otherwise.
+  ``--profile-http-allow-remote`` opens them to the network; ``--profile-http-token`` makes
+  every caller show ``Authorization: Bearer <token>`` (compared in constant time), 401 without.
+- ``prefix_refusal(prefix, save_path)``: a prefix naming something already in the save path
+  that is not a folder (a manifest, a trace) is refused, as names the readers treat specially
+  are (``layout.reserved_name``).
+- ``WindowBudget``: a window started over HTTP with no ``max`` and no ``--profile-max-gb`` stops
+  on each rank once it wrote ``DEFAULT_WINDOW_GB`` (a client that never stops cannot fill the
+  disk).
 - ``WindowControl``: one window at a time for the whole server. The routes of every front-end
   process (Megatron 0.19 forks several, all sharing one port) and the engine's rank 0 share it
   in memory made before the fork: a start while a window runs, or a stop with none running, is
@@ -18,10 +28,15 @@ Nothing here imports a web framework or Megatron.
 """
 
 import ctypes
+import hmac
+import ipaddress
 import multiprocessing
+import os
 import string
 from typing import Any, Dict, Optional, Tuple
 
+from .. import layout
+from ..config.budget import GB, RankBudget, estimate, used_bytes
 from ..config.window import WindowRequest
 
 ROUTES = ("/start_profile", "/v1/start_profile", "/stop_profile", "/v1/stop_profile")
@@ -30,6 +45,15 @@ PREFIX_MAX = 64
 _PREFIX_CHARS = set(string.ascii_letters + string.digits + "-_.")
 # The key our knobs travel under in the relayed signal's payload (other payloads are upstream's).
 PAYLOAD_KEY = "mindspeed_prof"
+
+# The most units a start may skip or record: the recorder numbers units up to 2**31 - 1 (its
+# open-ended mark), and a window past that could never open nor end. A billion units is days
+# of engine steps at any speed.
+UNIT_LIMIT = 10**9
+# A window started over HTTP with no 'max' and no --profile-max-gb: each rank stops it once it
+# wrote this much in it.
+DEFAULT_WINDOW_GB = 2.0
+TOKEN_HEADER = "Authorization"
 
 # WindowControl's shared slots
 _OPEN, _GENERATION, _BUSY_BY_FLAGS, _LAST = range(4)
@@ -73,10 +97,13 @@ def _count(body: Dict[str, Any], key: str, default: int) -> int:
     value = body.get(key, default)
     if value is None:
         return default
+    meaning = "units to skip before recording" if key == "delay" else \
+        "units to record, then stop (0: until /stop_profile)"
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        meaning = "units to skip before recording" if key == "delay" else \
-            "units to record, then stop (0: until /stop_profile)"
         raise BadRequest(f"{key!r} must be an integer >= 0 ({meaning}), not {value!r}")
+    if value > UNIT_LIMIT:
+        raise BadRequest(f"{key!r} {value} is past what a window can reach: at most "
+                         f"{UNIT_LIMIT} ({meaning})")
     return value
 
 
@@ -94,7 +121,112 @@ def folder_name(prefix: Any) -> str:
     if odd:
         raise BadRequest(f"'prefix' {prefix!r} has character(s) {''.join(odd)!r}; use letters, "
                          f"digits, '-', '_' and '.'")
+    why = layout.reserved_name(prefix)
+    if why:
+        raise BadRequest(f"'prefix' {prefix!r} cannot name a window's folder: {why}; choose "
+                         f"another name, e.g. \"decode\"")
     return prefix
+
+
+def prefix_refusal(request: WindowRequest, save_path: str) -> Optional[str]:
+    """Why the folder ``request.prefix`` names under ``save_path`` cannot hold a window (it
+    exists and is no folder, or is a link that may lead out of the save path), else None."""
+    if not request.prefix:
+        return None
+    path = os.path.join(save_path, request.prefix)
+    if os.path.islink(path):
+        return (f"'prefix' {request.prefix!r} names a symbolic link in --profile-save-path "
+                f"{save_path}; a window's folder is a real folder there: choose another name")
+    if os.path.lexists(path) and not os.path.isdir(path):
+        return (f"'prefix' {request.prefix!r} names a file that exists in --profile-save-path "
+                f"{save_path} (not a folder): the window could not be written there; choose "
+                f"another name")
+    return None
+
+
+def _loopback(address: Optional[str]) -> bool:
+    try:
+        ip = ipaddress.ip_address((address or "").split("%", 1)[0])
+    except ValueError:
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return ip.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
+def refusal(config: Any, remote_addr: Optional[str], authorization: Optional[str]
+            ) -> Optional[Tuple[int, str]]:
+    """(status, why) when the caller may not use the profile routes, else None (DESIGN §7).
+
+    Loopback callers only, unless ``--profile-http-allow-remote``; with
+    ``--profile-http-token`` every caller (loopback included: other users of the machine
+    reach it too) sends ``Authorization: Bearer <token>``."""
+    token = getattr(config, "profile_http_token", None)
+    allow_remote = bool(getattr(config, "profile_http_allow_remote", False))
+    if not allow_remote and not _loopback(remote_addr):
+        return 403, (f"the profile routes answer only callers on this machine (127.0.0.1, "
+                     f"::1), not {remote_addr or 'an unknown address'}: they write profiles to "
+                     f"disk on request. To start windows from another host, start the server "
+                     f"with --profile-http-allow-remote (or MINDSPEED_PROF_HTTP_ALLOW_REMOTE=1) "
+                     f"and a shared --profile-http-token (or MINDSPEED_PROF_HTTP_TOKEN), and "
+                     f"send the header '{TOKEN_HEADER}: Bearer <token>'")
+    if token:
+        scheme, _, sent = (authorization or "").strip().partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+                sent.strip().encode("utf-8", "surrogateescape"),
+                token.encode("utf-8", "surrogateescape")):
+            return 401, (f"this server's profile routes need its shared token: send the header "
+                         f"'{TOKEN_HEADER}: Bearer <token>' with the value of its "
+                         f"--profile-http-token (MINDSPEED_PROF_HTTP_TOKEN)")
+    return None
+
+
+def default_budget_gb(config: Any, request: WindowRequest) -> Optional[float]:
+    """The per-rank byte budget (GB) of a window ``request`` opens: ``DEFAULT_WINDOW_GB`` for
+    one started over HTTP with no length when ``--profile-max-gb`` is not given, else None
+    (the job's budget, if any, applies as to every window)."""
+    if request.by != "http" or request.length or config.profile_max_gb is not None:
+        return None
+    return DEFAULT_WINDOW_GB
+
+
+class WindowBudget(RankBudget):
+    """One window's own budget on one rank (``default_budget_gb``): the bytes it wrote, counted
+    from what the rank had written when it was asked for (``used_before``)."""
+
+    def __init__(self, config: Any, backend: str, limit_gb: float, used_before: int) -> None:
+        super().__init__(config, backend, [0])
+        self.limit_gb, self._before = limit_gb, used_before
+        self._judged = 0  # units of a running session judged so far (crossed's calls)
+
+    @property
+    def share(self) -> float:
+        return self.limit_gb * GB
+
+    def allows(self, schedule: Any, used: int) -> bool:
+        if schedule.end is None:
+            return True
+        need = estimate(self.config, self.backend, iterations=schedule.active, ranks=1)[0]
+        return used - self._before + need <= self.share
+
+    def crossed(self, used: int, running: Any = ()) -> bool:
+        """Judged after each unit of a running session that did not end it. torch writes its
+        trace only at the stop (and holds it in memory until then): while nothing of the
+        session is on disk, the estimate of the units it recorded stands for its bytes."""
+        self._judged += 1
+        written = used_bytes(running) if running else 0
+        if not written:
+            written = estimate(self.config, self.backend, iterations=self._judged, ranks=1)[0]
+        return used - self._before + written > self.share
+
+    def skip_reason(self, unit: Any, schedule: Any) -> str:
+        return (f"the window started over HTTP with no 'max' stops before {unit.name} "
+                f"{schedule.start}: it wrote its default budget of {self.limit_gb:g} GB on this "
+                f"rank (give 'max' in the start, or --profile-max-gb, to choose)")
+
+    def stop_reason(self, unit: Any, last_recorded: int) -> str:
+        return (f"stopping the window started over HTTP with no 'max' after {unit.name} "
+                f"{last_recorded}: it wrote its default budget of {self.limit_gb:g} GB on this "
+                f"rank (give 'max' in the start, or --profile-max-gb, to choose)")
 
 
 def payload(request: WindowRequest, generation: int) -> Dict[str, Any]:

@@ -8,7 +8,9 @@ this half takes windows asked for later, on the thread that computes, at a unit 
 - ``request_window(n, request)`` before unit ``n``: skip ``request.delay`` units, then record
   ``request.length`` units (0: until ``stop_window``), in a folder of its own (under
   ``request.prefix`` when given). One window at a time: a request while one runs (or waits for
-  its first unit) is refused and said. The disk budget applies as to planned windows.
+  its first unit) is refused and said. The disk budget applies as to planned windows; one
+  started over HTTP with no length and no ``--profile-max-gb`` gets a budget of its own
+  (``http_control.WindowBudget``), so a client that never stops cannot fill the disk.
 - ``stop_window(reason)``: the requested window ends at this boundary, whole (it was asked to
   end here); one stopped before its requested length says so (``stopped_early``).
 - ``split_per_unit()``: the work turned out to hop threads between units (``step_modern`` called
@@ -30,8 +32,10 @@ from .session import Session
 from .shutdown import State
 from .unit_windows import UnitWindows
 from ..config.window import OPEN_ENDED, StepSchedule, WindowRequest
+from ..control import http_control
 
 STOP = "/stop_profile"
+_UNSET: Any = object()
 
 
 @dataclasses.dataclass
@@ -63,6 +67,13 @@ class OnDemandWindows:
     _units: Optional[UnitWindows]
     _stop_wanted: Optional[str]
     _demand: Optional[_Demand] = None
+    config: Any
+    backend_name: str
+    _budget: Any
+    _planned_budget: Any = _UNSET  # the job's budget, while a window has one of its own
+
+    def _used(self) -> int:
+        raise NotImplementedError  # RecorderShutdown's
 
     def report(self, kind: str, phase: str, message: str) -> None:
         raise NotImplementedError  # WindowRecorder's
@@ -117,9 +128,19 @@ class OnDemandWindows:
                                          itertools.chain(pending, self._queue))
         self.schedule = next(self._queue, None)
         if self._units is not None:
-            self._units.add(window)
+            self._units.add_asked(window)
+        self._own_budget(request)
         self._state = State.ARMED
         return "queued"
+
+    def _own_budget(self, request: WindowRequest) -> None:
+        """The budget the window ``request`` opens runs under: the job's, or a default one of
+        its own (an HTTP start with no length and no --profile-max-gb)."""
+        if self._planned_budget is _UNSET:
+            self._planned_budget = self._budget
+        limit = http_control.default_budget_gb(self.config, request)
+        self._budget = self._planned_budget if limit is None else http_control.WindowBudget(
+            self.config, self.backend_name, limit, self._used())
 
     def _demand_first(self, demand: _Demand, sessions: Iterable[StepSchedule],
                       rest: Iterator[StepSchedule]) -> Iterator[StepSchedule]:
@@ -134,6 +155,8 @@ class OnDemandWindows:
     def stop_window(self, reason: str = STOP) -> str:
         """At a boundary, on the computing thread: end the requested window here. Returns
         "stopped", or "not running" (nothing asked for runs: said in the log)."""
+        if self.idle:
+            return "not recorded here"
         demand = self._demand
         session = self._session
         running = self._state is State.RUNNING and session is not None
@@ -143,6 +166,8 @@ class OnDemandWindows:
                                            f"for at run time was running; nothing to stop")
             return "not running"
         self._demand = None  # the generator opens none of its remaining sessions
+        if self._planned_budget is not _UNSET:
+            self._budget = self._planned_budget  # the window's own budget ends with it
         finite = demand.window.end is not None
         if running and session.on_own_thread:
             if finite and self._units is None:
@@ -150,12 +175,12 @@ class OnDemandWindows:
                 # more): one still running here is stopped before its length.
                 session.window.mark_stopped_early(reason)
             if self._units is not None:
-                self._units.stop(self.manifest, demand.window.start, reason if finite else None)
+                self._units.stop(self.manifest, demand.window, reason if finite else None)
             self._finish_window()
             return "stopped"
         # Still in its delay, or between two units' sessions.
         if self._units is not None:
-            self._units.stop(self.manifest, demand.window.start, reason if finite else None)
+            self._units.stop(self.manifest, demand.window, reason if finite else None)
         if demand.holds(self.schedule):
             self._next_window()
         if self._windows_opened == 0 or not self._recorded_in(demand):

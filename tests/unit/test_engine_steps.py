@@ -242,3 +242,27 @@ def test_a_static_server_window_asked_for_over_http_counts_requests(tmp_path):
     planned = manifest(tmp_path, 0)["planned"]
     assert [(p["start"], p["end"], p["status"], p["recorded"]) for p in planned] == \
         [(2, 4, "complete", [2, 3])]
+
+
+def test_an_http_window_with_no_max_and_no_budget_stops_at_its_default_budget(tmp_path,
+                                                                              monkeypatch):
+    from mindspeed_prof.control import http_control
+
+    monkeypatch.setattr(http_control, "DEFAULT_WINDOW_GB", 1e-6)  # 1 KB: crossed by one step
+    driver = EngineStepDriver(config(tmp_path))
+    driver.arm(planned=False)
+    driver.start_window(1, start_request({}))
+    for n in range(1, 5):
+        step(driver, n)
+    assert not driver.window_running  # no /stop_profile came: the budget ended it
+    driver.close()
+    [trace] = torch_traces(tmp_path)
+    assert step_ids(trace) == [1]
+    warnings = [w["message"] for w in manifest(tmp_path, 0)["warnings"]]
+    assert "stopping the window started over HTTP with no 'max' after engine step 1: it wrote " \
+           "its default budget of 1e-06 GB on this rank (give 'max' in the start, or " \
+           "--profile-max-gb, to choose)" in warnings
+    # With a length, or with --profile-max-gb, the default budget does not apply.
+    assert http_control.default_budget_gb(config(tmp_path), start_request({"max": 3})) is None
+    assert http_control.default_budget_gb(config(tmp_path, profile_max_gb=5.0),
+                                          start_request({})) is None

@@ -228,3 +228,33 @@ def test_a_stream_that_raises_mid_way_cuts_its_request_and_the_error_reaches_the
     traces = {os.path.basename(os.path.dirname(t)): t for t in torch_traces(tmp_path / "prof")}
     names = [e["name"] for e in events(traces["req_2-2"])]
     assert (names.count("prefill"), names.count("decode")) == (1, 1)
+
+
+def test_a_request_an_http_window_recorded_is_not_called_never_begun_by_the_flags_window(
+        tmp_path):
+    from mindspeed_prof.config.window import WindowRequest
+    from mindspeed_prof.output import check_directory
+
+    driver = armed(config(tmp_path))  # the flags' window: requests 2-3
+    one_request(driver)
+    assert driver.start_window(WindowRequest(length=1, prefix="h")) == "queued"  # before 2
+    serve(driver, 3)
+    driver.close()
+    save = tmp_path / "prof"
+    assert [os.path.relpath(t, save).split(os.sep)[:-1] for t in torch_traces(save)] == [
+        ["h", "req_2-2"], ["req_3-3"]]
+    data = manifest(save, 0)
+    http, flags = data["planned"]
+    assert (http["start"], http["end"], http["recorded"], http["started_by"]["by"]) == \
+        (2, 3, [2], "http")
+    assert (flags["start"], flags["end"], flags["recorded"], flags["skipped"],
+            flags["started_by"]["by"]) == (2, 4, [3], [], "flags")
+    assert flags["recorded_elsewhere"] == [{"unit": 2, "window": [2, 3], "started_by": "http",
+                                            "prefix": "h"}]
+    said = [w["message"] for w in data["warnings"]]
+    assert not [m for m in said if "never began" in m]
+    assert "request 2 of the window 2-3 was recorded by the window started over HTTP under h/ " \
+           "(from request 2), not in this window's folder (one window at a time)" in said
+    report = check_directory(str(save))
+    assert report.exit_code == 0
+    assert not [w for w in report.rank(0).warnings if "never began" in w]

@@ -84,3 +84,21 @@ def test_profile_forwards_sets_the_http_start_defaults_on_the_dynamic_engine(cap
 def test_training_keeps_megatrons_default_window(capsys, tmp_path):
     code, out, _ = run(capsys, "--profile-backend", "torch", "--profile-save-path", tmp_path / "p")
     assert code == 0 and "window:    iterations 10-11 (warm-up at 9)\n" in out
+
+
+def test_show_config_says_who_may_call_the_profile_routes_and_the_http_windows_budget(
+        capsys, tmp_path):
+    base = ["--unit", "request", "--profile-backend", "torch", "--profile-save-path",
+            tmp_path / "p"]
+    code, out, _ = run(capsys, *base)
+    assert code == 0
+    assert "answers callers on this machine only (127.0.0.1, ::1; others get 403: " \
+           "--profile-http-allow-remote opens them to the network)" in out
+    assert "a window started over HTTP with no 'max' stops on each rank once it wrote 2 GB" in out
+    code, out, _ = run(capsys, *base, "--profile-http-allow-remote", "--profile-max-gb", "7",
+                       "--json")
+    http = json.loads(out)["http"]
+    assert http["budget_gb"] == 7.0 and "any host that reaches the server's port" in \
+        http["callers"]
+    assert "without --profile-http-token: any host that reaches the server's port can start " \
+           "profile windows" in " ".join(json.loads(out)["notes"])

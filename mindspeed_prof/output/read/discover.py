@@ -16,7 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ...layout import ASCEND_PT_SUFFIX, MANIFEST_RE, TORCH_TRACE_RE, parse_window_dir
+from ...layout import (ASCEND_PT_SUFFIX, MANIFEST_RE, SKIPPED_DIRS, TORCH_TRACE_RE,
+                       parse_window_dir)
 from ...recording.manifest import read_manifest
 from . import profinfo
 from .errors import CorruptFile
@@ -26,7 +27,7 @@ TORCH_TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
 # rank{R}_… (training) or {role}_rank{R}_… (RL roles)
 WORKER_RANK_RE = re.compile(r"(?:^|_)rank(\d+)_")
 TIMESTAMP_RE = re.compile(r"^\d{17}$")
-SKIP_DIRS = {"cluster_analysis_output", "__pycache__"}
+SKIP_DIRS = SKIPPED_DIRS  # one definition with the HTTP start's check (layout.reserved_name)
 # The manager names a window folder after its last iteration, not layout.py's exclusive end.
 
 
