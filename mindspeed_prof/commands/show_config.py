@@ -329,8 +329,8 @@ def _plan_lines(report):
         lines.append(f"trigger:   {report['trigger']['describe']}")
     if report.get("http"):
         lines.append(f"http:      {report['http']['describe']}")
+        lines.append(f"           answers {report['http']['callers']}")
+        lines.append(f"           {report['http']['budget']}")
     if report.get("captures"):
         lines.append(f"captures:  {report['captures']['describe']}")
     return lines
-        lines.append(f"           answers {report['http']['callers']}")
-        lines.append(f"           {report['http']['budget']}")

@@ -98,9 +98,6 @@ class ProfilerConfig:
         "(static engine; 1 is its prefill); on the dynamic engine, engine steps A-B of each "
         "window started over HTTP (vLLM's delay A-1 and max B-A+1), unless the start says "
         "otherwise.")
-    profile_trigger_file: Optional[str] = _knob(
-        None, kinds.PATH, "Arm the job for on-demand profiling: `mindspeed-prof trigger FILE "
-        "--steps N` profiles the next N iterations on every selected rank.")
     profile_http_allow_remote: bool = _knob(
         False, kinds.BOOL, "Servers: answer POST /start_profile and /stop_profile from other "
         "hosts too (by default only callers on this machine: 127.0.0.1, ::1); give "
@@ -109,6 +106,9 @@ class ProfilerConfig:
         "kind": kinds.SECRET, "help": "Servers: a shared token every caller of the profile "
         "routes sends as 'Authorization: Bearer TOKEN'; prefer MINDSPEED_PROF_HTTP_TOKEN (a "
         "command line is visible to every user of the machine)."})
+    profile_trigger_file: Optional[str] = _knob(
+        None, kinds.PATH, "Arm the job for on-demand profiling: `mindspeed-prof trigger FILE "
+        "--steps N` profiles the next N iterations on every selected rank.")
     profile_trigger_poll: int = _knob(
         10, kinds.INT, "With --profile-trigger-file or --profile-on-*: rank 0 checks the file "
         "(and judges the recent iterations) every K iterations and shares the decision with one "
@@ -209,15 +209,15 @@ class ProfilerConfig:
         if self.profile_trigger_poll < 1:
             raise ConfigError(f"--profile-trigger-poll {self.profile_trigger_poll} must be >= 1 "
                               f"(iterations between two looks at the trigger file).")
-        if self.profile_trigger_file is not None and not self.profile_trigger_file.strip():
-            raise ConfigError("--profile-trigger-file is empty; give the path of a file the "
-                              "job can see (it need not exist yet).")
         token = self.profile_http_token
         if token is not None and (not token or any(c.isspace() or not c.isprintable()
                                                    for c in token)):
             raise ConfigError("--profile-http-token must be a non-empty token without spaces "
                               "or control characters (it travels in an HTTP header), e.g. the "
                               "output of `openssl rand -hex 16`.")
+        if self.profile_trigger_file is not None and not self.profile_trigger_file.strip():
+            raise ConfigError("--profile-trigger-file is empty; give the path of a file the "
+                              "job can see (it need not exist yet).")
         object.__setattr__(self, "profile_steps", window.parse_step_ranges(self.profile_steps))
         object.__setattr__(self, "profile_forwards",
                            window.parse_forward_range(self.profile_forwards))
@@ -284,13 +284,13 @@ class ProfilerConfig:
         if self.profile_op_attr and "db" not in self.profile_export_type:
             notes.append("--profile-op-attr needs --profile-export-type db; torch_npu drops it "
                          "with text export.")
-        if not self.profile_ranks and self.profile_with_stack:
-            notes.append("--profile-with-stack on every rank makes very large output; consider "
-                         "--profile-ranks 0 or --profile-with-modules.")
         if self.profile_http_allow_remote and not self.profile_http_token:
             notes.append("--profile-http-allow-remote without --profile-http-token: any host "
                          "that reaches the server's port can start profile windows; set a "
                          "shared token (MINDSPEED_PROF_HTTP_TOKEN).")
+        if not self.profile_ranks and self.profile_with_stack:
+            notes.append("--profile-with-stack on every rank makes very large output; consider "
+                         "--profile-ranks 0 or --profile-with-modules.")
         return notes
 
     def as_dict(self) -> Dict[str, Any]:
@@ -300,11 +300,11 @@ class ProfilerConfig:
         data["profile_steps"] = [list(r) for r in self.profile_steps]
         data["profile_forwards"] = [list(r) for r in self.profile_forwards]
         data["profile_stages"] = list(self.profile_stages)
+        if self.profile_http_token is not None:
+            data["profile_http_token"] = "(set)"  # a secret: never in a manifest or a report
         data["profile_mstx_domain_include"] = list(self.profile_mstx_domain_include)
         data["profile_mstx_domain_exclude"] = list(self.profile_mstx_domain_exclude)
         return data
-        if self.profile_http_token is not None:
-            data["profile_http_token"] = "(set)"  # a secret: never in a manifest or a report
 
 
 # The mstx domain our own ranges (units, forwards, stages) are recorded in: torch_npu's own
