@@ -31,6 +31,7 @@ FIGURES = {
     6: ("autoload", "autoload .pth at interpreter start-up"),
     7: ("window_end_stack", "window end of a 6-step shapes + stack window"),
     8: ("captures", "captures armed, no anomaly: the hook and the poll's collective"),
+    9: ("report", "report beside check on the same files; its size at 1,024 ranks"),
 }
 
 
