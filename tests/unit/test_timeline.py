@@ -239,3 +239,32 @@ def test_a_trace_copied_under_another_name_keeps_its_rank_from_the_file_name(
     out = tmp_path / "copy.json.gz"
     assert run_cli(capsys, "timeline", save, "-o", out)[0] == 0
     assert process_names(merged(out))[2] == "rank 1"
+
+
+def test_ranks_written_by_worker_processes_make_the_same_file(two_ranks, tmp_path, capsys,
+                                                              monkeypatch):
+    one = tmp_path / "one.json"
+    assert run_cli(capsys, "timeline", two_ranks, "-o", one)[0] == 0
+    monkeypatch.setenv("MINDSPEED_PROF_OUTPUT_WORKERS", "2")  # a pool even for small files
+    two = tmp_path / "two.json"
+    assert run_cli(capsys, "timeline", two_ranks, "-o", two)[0] == 0
+    assert one.read_bytes() == two.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one.json", "two.json"]  # no parts
+
+
+def test_an_event_msgspec_refuses_is_written_all_the_same(tmp_path, capsys):
+    save = tmp_path / "prof"
+    path = torch_trace(save, rank=0, start=5, end=7)
+    text = open(path).read()
+    marker = '"ph": "X"'
+    assert marker in text
+    # NaN is no JSON, but json (and torch's readers) take it: the piece is decoded one by one
+    with open(path, "w") as handle:
+        handle.write(text.replace(marker, '"ph": "X", "args": {"odd": NaN}', 1))
+    out = tmp_path / "nan.json.gz"
+    assert run_cli(capsys, "timeline", save, "-o", out)[0] == 0
+    data = merged(out)
+    assert data["mindspeed_prof"]["unreadable"] == 0
+    original = [e for e in json.load(open(path))["traceEvents"] if e.get("ph") not in ("M",)]
+    assert data["mindspeed_prof"]["events"] == len(original) + 2 + 2 * len(
+        {(e.get("pid"), e.get("tid")) for e in original})  # + process and thread names
