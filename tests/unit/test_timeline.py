@@ -268,3 +268,14 @@ def test_an_event_msgspec_refuses_is_written_all_the_same(tmp_path, capsys):
     original = [e for e in json.load(open(path))["traceEvents"] if e.get("ph") not in ("M",)]
     assert data["mindspeed_prof"]["events"] == len(original) + 2 + 2 * len(
         {(e.get("pid"), e.get("tid")) for e in original})  # + process and thread names
+
+
+def test_an_engine_step_window_is_a_timeline_in_engine_steps(tmp_path, capsys):
+    window = tmp_path / "prof" / "estep_3-5"
+    torch_trace(window, rank=0, start=3, end=6)
+    out = tmp_path / "engine.json.gz"
+    code, printed, _ = run_cli(capsys, "timeline", tmp_path / "prof", "-o", out)
+    assert code == 0 and "engine steps 3-5" in printed
+    data = merged(out)
+    assert data["mindspeed_prof"]["unit"] == "engine step"
+    assert {pid: sorted(s) for pid, s in step_markers(data).items()} == {1: [3, 4, 5]}
