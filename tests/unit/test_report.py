@@ -328,3 +328,34 @@ def test_npu_bytes_count_sdma_once_and_bandwidth_is_over_the_transports_transit_
     assert row[4].text == f"{moved / (1 << 20):.2f} MiB"
     assert float(row[6].text) == pytest.approx(
         moved / ((7.658720000000001 + 7.653889988281249 + 0.0185) * 1e6), abs=0.005)
+
+
+def test_the_reports_numbers_are_summary_json_itself(eight_ranks, tmp_path, capsys):
+    # one computation, two renderings: what the page is drawn from is summary --json's dict
+    import json
+
+    from mindspeed_prof.output.render import jsontext
+    from mindspeed_prof.output.report.build import summary_data
+
+    samples.two_ranks(tmp_path / "npu")
+    for directory in (eight_ranks[0], str(tmp_path / "npu")):
+        _, printed = run_cli_json(capsys, "summary", directory)
+        assert json.loads(jsontext.dumps(summary_data(directory, 10, None),
+                                         default=str)) == printed
+
+
+def test_a_capture_taken_by_the_slow_step_rule_is_shown_with_its_reason(tmp_path, monkeypatch):
+    from test_captures import UnitClock, settings, train
+
+    from mindspeed_prof.control import captures
+
+    clock = UnitClock()
+    monkeypatch.setattr(captures, "_clock", clock)
+    train(settings(tmp_path / "prof"), clock, {12: 0.5}, iterations=16)
+    out = str(tmp_path / "c.html")
+    from mindspeed_prof.cli import main
+
+    assert main(["report", str(tmp_path / "prof"), "-o", out]) == 0
+    text = read_page(out).text
+    assert "slow step" in text and "iteration 12 took 0.5 s" in text
+    assert "iter_13-15" in text
