@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole mindspeed_prof chain on a CPU, in about half a minute:
-#   1. a Megatron-style launch script (pretrain_gpt.sh, torchrun, 2 ranks, tiny real megatron-core
-#      GPT on the CPU stand-in for megatron.training that the tests use),
+#   1. a Megatron-style launch script (pretrain_gpt.sh: torchrun --nnodes 1 --node-rank 0
+#      --master-addr 127.0.0.1 --master-port P as Megatron-LM's examples, 2 ranks, tiny real
+#      megatron-core GPT on the CPU stand-in for megatron.training that the tests use),
 #   2. `mindspeed-prof adapt-script` writes a profiling copy of it (the original is not touched),
 #   3. the copy runs: rank 1 is profiled at iterations 3-4 with torch.profiler,
 #   4. `mindspeed-prof check` gives the deliverables verdict, `summary` what the trace says.
@@ -15,6 +16,8 @@ rm -rf "${OUT:?}/profile" "$OUT/pretrain_gpt.sh" "$OUT/pretrain_gpt_profile.sh"
 # The user's launch script; its adapted copy finds the training code through MEGATRON_PATH.
 cp "$REPO/tests/harness/pretrain_gpt.sh" "$OUT/pretrain_gpt.sh"
 export MEGATRON_PATH="$REPO/tests/harness"
+# The script's torchrun listens on MASTER_PORT (Megatron-LM's examples default to 6000): a free one.
+export MASTER_PORT=${MASTER_PORT:-$(python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
 
 echo "== 1. adapt the launch script (the original stays as it is)"
 mindspeed-prof adapt-script "$OUT/pretrain_gpt.sh" \

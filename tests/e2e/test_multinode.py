@@ -1,6 +1,7 @@
 """Multi-node: two torchrun agents (two "nodes" of two workers) joined by c10d rendezvous on
 127.0.0.1, writing to one shared save path. Ranks are selected and files named by global rank, so
-ranks with the same local rank on different nodes never collide."""
+ranks with the same local rank on different nodes never collide. (Megatron-LM's static form,
+``--node-rank --master-addr``, one worker per node: ``test_launch_forms.py``.)"""
 
 import os
 
@@ -18,7 +19,7 @@ def test_two_nodes_profile_by_global_rank_into_one_save_path_without_collisions(
     save = tmp_path / "shared" / "prof"
     # rank 0 (node 0, local rank 0) and every rank of node 1 (ranks 2 and 3, local ranks 0, 1)
     run = run_nodes(profile_flags(save, ("0", "node=1"), 3, 5), tmp_path=tmp_path,
-                    env=env_for(tmp_path), launcher_prefix=LAUNCHER).check()
+                    env=env_for(tmp_path), launcher_prefix=LAUNCHER, rendezvous="c10d").check()
     assert sorted(run.reports) == [0, 1, 2, 3]
     assert all(report["world_size"] == 4 for report in run.reports.values())
 

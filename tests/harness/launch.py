@@ -1,13 +1,18 @@
 """Launch stand-in Megatron trainings from tests and collect what each rank reported.
 
-Every run is a fresh ``torchrun --standalone`` subprocess: Megatron's global state and the CPU
-shim are per process, so one training per process is the only safe shape.
+Every run is a fresh torchrun subprocess: Megatron's global state and the CPU shim are per
+process, so one training per process is the only safe shape. Runs launch as users do
+(``LAUNCH_FORMS``): by default Megatron-LM's own examples' form, ``torchrun --nnodes 1
+--node-rank 0 --master-addr 127.0.0.1 --master-port P`` (no ``--standalone``: torchrun hands
+its workers no run id), on a free port picked afresh, and again when another process took it
+first.
 """
 
 import dataclasses
 import json
 import os
 import pathlib
+import random
 import signal
 import socket
 import subprocess
@@ -23,6 +28,16 @@ LAUNCH_SCRIPT = HARNESS_DIR / "pretrain_gpt.sh"
 
 # Knobs that must not leak from the calling environment into a run.
 _HARNESS_ENV_PREFIXES = ("HARNESS_", "MEGATRON_STANDIN_VERSION")
+
+# How a job is started: "master", Megatron-LM's examples (``torchrun --nnodes N --node-rank R
+# --master-addr A --master-port P``; MindSpeed-LLM's train scripts the same); "launch",
+# MindSpeed-LLM's generate scripts (``python -m torch.distributed.launch --nproc_per_node N
+# --master_port P``: the script receives ``--local-rank``); "standalone", ``torchrun
+# --standalone`` (torchrun's own run id).
+LAUNCH_FORMS = ("master", "launch", "standalone")
+DEFAULT_FORM = "master"
+MASTER_ADDR = "127.0.0.1"
+PORT_ATTEMPTS = 4  # launches on a fresh port when the one picked was taken before torchrun bound it
 
 
 def standin_default_version():
@@ -167,6 +182,73 @@ def _signal_job_when(process, report_dir, nproc, signal_job, deadline):
         time.sleep(0.1)
 
 
+def free_port():
+    """A port nobody listens on now, drawn at random below the kernel's ephemeral range (the
+    ports it hands out to outgoing connections and to gloo's own listeners), so that jobs
+    started side by side (pytest-xdist) rarely draw the same one; a run whose torchrun still
+    finds it taken is launched again on another (``_launch``)."""
+    low, _ = _ephemeral_range()
+    for _ in range(200):
+        port = _DRAW.randint(max(1024, low - 12000), low - 1)
+        with socket.socket() as probe:
+            try:
+                probe.bind((MASTER_ADDR, port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as probe:  # everything below taken: let the kernel pick one
+        probe.bind((MASTER_ADDR, 0))
+        return probe.getsockname()[1]
+
+
+def _ephemeral_range():
+    try:
+        low, high = map(int, pathlib.Path("/proc/sys/net/ipv4/ip_local_port_range")
+                        .read_text().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+_free_port = free_port  # the older name
+_DRAW = random.SystemRandom()  # a test that seeds ``random`` must not make every job draw alike
+
+
+def launcher(form=DEFAULT_FORM, nproc=2, port=None, *, nnodes=1, node_rank=0):
+    """The launcher's part of a command line in ``form`` (see ``LAUNCH_FORMS``); ``port`` is
+    the master port (any free one when not given; unused by ``standalone``)."""
+    port = free_port() if port is None else port
+    if form == "master":
+        return [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(nnodes),
+                "--node-rank", str(node_rank), "--master-addr", MASTER_ADDR,
+                "--master-port", str(port), "--nproc-per-node", str(nproc)]
+    if form == "launch":  # as MindSpeed-LLM's generate scripts spell it
+        return [sys.executable, "-m", "torch.distributed.launch", "--nproc_per_node", str(nproc),
+                "--nnodes", str(nnodes), "--node_rank", str(node_rank),
+                "--master_addr", MASTER_ADDR, "--master_port", str(port)]
+    if form == "standalone":
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                "--nproc-per-node", str(nproc)]
+    raise ValueError(f"launch form {form!r}: one of {', '.join(LAUNCH_FORMS)}")
+
+
+def _port_was_taken(run):
+    """torchrun's store could not bind the master port: another process took it between our
+    probe and torchrun's bind. Nothing of the job ran."""
+    text = run.stderr.lower()
+    return run.returncode not in (0, None) and ("eaddrinuse" in text
+                                                or "address already in use" in text)
+
+
+def _launch(command_for, env, cwd, timeout, signal_job=None, nproc=1):
+    """``_run(command_for(port))`` on a free port, again on another when it was taken."""
+    for attempt in range(PORT_ATTEMPTS):
+        run = _run(command_for(free_port()), env, cwd, timeout, signal_job, nproc)
+        if not _port_was_taken(run) or attempt == PORT_ATTEMPTS - 1:
+            return run
+    raise AssertionError("unreachable")
+
+
 def _run(command, env, cwd, timeout, signal_job=None, nproc=1):
     report_dir = env.get("HARNESS_REPORT_DIR")
     if report_dir:
@@ -211,8 +293,11 @@ def run_training(
     script=ENTRY_SCRIPT,
     with_default_args=True,
     signal_job=None,
+    form=DEFAULT_FORM,
 ):
-    """``torchrun --standalone --nproc-per-node N [prefix] pretrain_gpt.py <tiny args> <args>``.
+    """``torchrun --nnodes 1 --node-rank 0 --master-addr 127.0.0.1 --master-port P
+    --nproc-per-node N [prefix] pretrain_gpt.py <tiny args> <args>`` (``form``: another of
+    ``LAUNCH_FORMS``).
 
     Later flags win in argparse, so ``args`` may override the defaults. ``launcher_prefix``
     goes between torchrun's options and the script, e.g. ``["-m", "mindspeed_prof.launch"]``.
@@ -224,82 +309,111 @@ def run_training(
         if tmp_path is None:
             raise ValueError("run_training needs env= or tmp_path= to know where reports go")
         env = harness_env(tmp_path)
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node",
-        str(nproc),
-        *launcher_prefix,
-        str(script),
-        *(default_args() if with_default_args else []),
-        *map(str, args),
-    ]
-    return _run(command, env, cwd or tmp_path, timeout, signal_job, nproc)
+    tail = [*launcher_prefix, str(script), *(default_args() if with_default_args else []),
+            *map(str, args)]
+    return _launch(lambda port: [*launcher(form, nproc, port), *tail], env, cwd or tmp_path,
+                   timeout, signal_job, nproc)
 
 
 def run_script(script_path=LAUNCH_SCRIPT, args=(), *, tmp_path=None, nproc=2, env=None, cwd=None,
                timeout=240):
-    """``bash script_path <args>`` with ``NPROC`` set, for launch scripts shaped like ours."""
+    """``bash script_path <args>`` with ``NPROC`` and a free ``MASTER_PORT`` set, for launch
+    scripts shaped like ours (Megatron-LM's examples read both)."""
     if env is None:
         if tmp_path is None:
             raise ValueError("run_script needs env= or tmp_path= to know where reports go")
         env = harness_env(tmp_path)
-    env = {**env, "NPROC": str(nproc)}
-    return _run(["bash", str(script_path), *map(str, args)], env, cwd or tmp_path, timeout)
-
-
-def _free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    command = ["bash", str(script_path), *map(str, args)]
+    for attempt in range(PORT_ATTEMPTS):
+        run = _run(command, {**env, "NPROC": str(nproc), "MASTER_PORT": str(free_port())},
+                   cwd or tmp_path, timeout)
+        if not _port_was_taken(run) or attempt == PORT_ATTEMPTS - 1:
+            return run
+    raise AssertionError("unreachable")
 
 
 def run_nodes(args=(), *, tmp_path=None, nnodes=2, nproc=2, env=None, cwd=None, timeout=240,
-              launcher_prefix=(), script=ENTRY_SCRIPT):
-    """A multi-node job on this machine: ``nnodes`` torchrun agents, ``nproc`` workers each,
-    joined by c10d rendezvous on 127.0.0.1 (global ranks, ``GROUP_RANK``, ``LOCAL_RANK`` as on
-    separate nodes). One ``TrainingRun``: the first non-zero agent status, outputs in agent order.
+              launcher_prefix=(), script=ENTRY_SCRIPT, node_args=None, node_env=None,
+              rendezvous="static"):
+    """A multi-node job on this machine: ``nnodes`` torchrun agents, ``nproc`` workers each
+    (global ranks, ``GROUP_RANK``, ``LOCAL_RANK`` as on separate nodes). ``rendezvous``:
+    "static", as Megatron-LM's multi-node examples (``--nnodes N --node-rank I --master-addr
+    127.0.0.1 --master-port P``: no run id from torchrun), or "c10d" (``--rdzv-backend c10d
+    --rdzv-id``). ``node_args(i)`` / ``node_env(i)``: what node ``i`` adds to its command line
+    / environment (a node-local save path). One ``TrainingRun``: the first non-zero agent
+    status, outputs in agent order.
     """
     if env is None:
         if tmp_path is None:
             raise ValueError("run_nodes needs env= or tmp_path= to know where reports go")
         env = harness_env(tmp_path)
+    if rendezvous not in ("static", "c10d"):
+        raise ValueError(f"rendezvous {rendezvous!r}: static or c10d")
     cwd = cwd or tmp_path
-    port = _free_port()
-    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(nnodes),
-               "--nproc-per-node", str(nproc), "--rdzv-backend", "c10d",
-               "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", f"harness-{port}",
-               *launcher_prefix, str(script), *default_args(), *map(str, args)]
-    report_dir = env.get("HARNESS_REPORT_DIR")
+
+    def commands(port):
+        for node in range(nnodes):
+            if rendezvous == "static":
+                head = launcher("master", nproc, port, nnodes=nnodes, node_rank=node)
+            else:
+                head = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(nnodes),
+                        "--nproc-per-node", str(nproc), "--rdzv-backend", "c10d",
+                        "--rdzv-endpoint", f"{MASTER_ADDR}:{port}", "--rdzv-id",
+                        f"harness-{port}"]
+            yield [*head, *launcher_prefix, str(script), *default_args(), *map(str, args),
+                   *map(str, node_args(node) if node_args else ())]
+
+    envs = [{**env, **(node_env(node) if node_env else {})} for node in range(nnodes)]
+    for attempt in range(PORT_ATTEMPTS):
+        run = _run_agents(list(commands(free_port())), envs, cwd, timeout)
+        if not _port_was_taken(run) or attempt == PORT_ATTEMPTS - 1:
+            return run
+    raise AssertionError("unreachable")
+
+
+def _store_not_bound(agents):
+    process, _, err = agents[0]
+    if process.poll() in (0, None):
+        return False
+    err.flush()
+    err.seek(0)
+    text = err.read().lower()
+    err.seek(0, os.SEEK_END)
+    return "eaddrinuse" in text or "address already in use" in text
+
+
+def _run_agents(commands, envs, cwd, timeout):
+    report_dir = envs[0].get("HARNESS_REPORT_DIR")
     if report_dir:
         _clear_reports(report_dir)
     start, agents = time.monotonic(), []
-    for _ in range(nnodes):
+    for command, env in zip(commands, envs):
         out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
         agents.append((subprocess.Popen(command, env=env, cwd=cwd, stdout=out, stderr=err,
                                         text=True, start_new_session=True), out, err))
-    timed_out, codes = False, []
-    for process, _, _ in agents:
-        try:
-            codes.append(process.wait(timeout=max(1.0, timeout - (time.monotonic() - start))))
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            for other, _, _ in agents:
-                if other.poll() is None:
-                    os.killpg(other.pid, signal.SIGKILL)
-                    other.wait()
+    timed_out = False
+    while any(process.poll() is None for process, _, _ in agents):
+        if time.monotonic() - start > timeout or _store_not_bound(agents):
+            # node 0 could not bind the master port: the other nodes would wait for it
+            timed_out = time.monotonic() - start > timeout
+            for process, _, _ in agents:
+                if process.poll() is None:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
             break
+        time.sleep(0.2)
+    codes = [process.returncode for process, _, _ in agents]
     outputs = []
     for _, out, err in agents:
+        out.flush()
+        err.flush()
         out.seek(0)
         err.seek(0)
         outputs.append((out.read(), err.read()))
         out.close()
         err.close()
     return TrainingRun(
-        command=[str(part) for part in command],
+        command=[str(part) for part in commands[0]],
         returncode=None if timed_out else next((code for code in codes if code), 0),
         stdout="".join(o for o, _ in outputs),
         stderr="".join(e for _, e in outputs),

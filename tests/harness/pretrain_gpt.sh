@@ -17,11 +17,18 @@ NPROC=${NPROC:-2}
 TP=${TP:-1}
 PP=${PP:-1}
 TRAIN_ITERS=${TRAIN_ITERS:-6}
+MASTER_ADDR=${MASTER_ADDR:-127.0.0.1}
+MASTER_PORT=${MASTER_PORT:-6000}
+NNODES=${NNODES:-1}
+NODE_RANK=${NODE_RANK:-0}
 
+# As Megatron-LM's examples launch (no --standalone: torchrun hands the workers no run id).
 DISTRIBUTED_ARGS=(
     --nproc-per-node "$NPROC"
-    --nnodes 1
-    --standalone
+    --nnodes "$NNODES"
+    --node-rank "$NODE_RANK"
+    --master-addr "$MASTER_ADDR"
+    --master-port "$MASTER_PORT"
 )
 
 GPT_ARGS=(

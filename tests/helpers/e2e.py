@@ -1,4 +1,7 @@
-"""Running the stand-in Megatron job under mindspeed_prof, as the end-to-end tests do."""
+"""Running the stand-in Megatron job under mindspeed_prof, as the end-to-end tests do: launched
+as Megatron-LM's examples launch (``torchrun --nnodes 1 --node-rank 0 --master-addr 127.0.0.1
+--master-port P``) unless a test names another form (``train(..., form="launch")``; see
+``harness.launch.LAUNCH_FORMS``)."""
 
 import os
 
