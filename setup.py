@@ -97,7 +97,8 @@ setup(
     install_requires=["torch", "pyyaml", "pysimdjson>=5", "msgspec>=0.18", "pyarrow>=14",
                       "numpy"],
     extras_require={
-        "demo": ["megatron-core==0.16.1"],
+        # the README's demos end with `summary --plot`, which draws with matplotlib
+        "demo": ["megatron-core==0.16.1", "matplotlib"],
         "plot": ["matplotlib"],
         # `mindspeed-prof report` embeds plotly.js in its page; plotly (~15 MB, with narwhals)
         # is imported by that command alone, so training images need not carry it

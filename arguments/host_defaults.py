@@ -14,7 +14,7 @@ not a default. The two are told apart by where the value came from (typed on the
 environment, YAML), never by the value alone.
 """
 
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 from mindspeed_prof.config.ranks import format_selection
 
@@ -46,6 +46,26 @@ def rank_default(host_value) -> Tuple[object, str]:
                         "only (Megatron-LM <= 0.16); give --profile-ranks -1 for every rank")
     shown = " ".join(str(v) for v in values)
     return values, f"--profile-ranks not given: the host parser's default [{shown}] applies"
+
+
+WITH_CPU_NOTE = ("--profile-with-cpu is on (not given): torch_npu marks each step "
+                 "(ProfilerStep#N) from host activity, so without it a capture has no step ids "
+                 "and a window reads as one step; turn it off with profile_with_cpu: false in "
+                 "--profile-config or MINDSPEED_PROF_WITH_CPU=0")
+
+
+LIGHT_NOTE = ("--profile-with-cpu is off (not given): --profile-level level_none with "
+              "--profile-mstx is the light capture, whose mstx ranges mark the steps; give "
+              "--profile-with-cpu to record host operators too")
+
+
+def with_cpu_default(level: Any = None, mstx: Any = False) -> Tuple[bool, str]:
+    """What an untyped ``--profile-with-cpu`` stands for, and why: on (MindSpeed-LLM's own flag,
+    a store_true, defaults off; its False cannot be told from "not given"), but off for the
+    light capture (``level_none`` with mstx), which records no host operator by design."""
+    if mstx is True and str(level).lower() == "level_none":
+        return False, LIGHT_NOTE
+    return True, WITH_CPU_NOTE
 
 
 def megatron_default_for(version: Optional[str]):

@@ -16,7 +16,7 @@ from mindspeed_prof.errors import ConfigError
 
 from . import argv as argv_tools
 from .flags import add_profile_args
-from .host_defaults import rank_default
+from .host_defaults import rank_default, with_cpu_default
 from .messages import unrecognized
 from .yaml_file import CONFIG_ENV, env_config_path, env_values, load_yaml
 
@@ -88,6 +88,12 @@ def resolve_args(args, argv=None, environ=None):
         # host's meaning (Megatron >= 0.17's [] is every rank, not an empty list typed).
         values["profile_ranks"], note = rank_default(values["profile_ranks"])
         notes.append(note)
+    if "profile_with_cpu" in values and "profile_with_cpu" not in typed \
+            and "profile_with_cpu" not in origin:
+        # A store_true flag's False is also what "not given" leaves: on (show-config says why),
+        # but for the light capture (level_none with mstx), whose mstx ranges mark the steps.
+        values["profile_with_cpu"] = with_cpu_default(values.get("profile_level"),
+                                                      values.get("profile_mstx"))[0]
     _one_window_rule(values, origin, typed, rank=getattr(args, "rank", 0) or 0)
     return Resolved(build_config(values, origin), frozenset(typed | set(origin)), notes)
 

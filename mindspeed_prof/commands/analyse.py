@@ -83,15 +83,17 @@ def run(args):
         raise ConfigError(f"DIR {args.directory} is not a directory; give the "
                           f"--profile-save-path of the profiled run (e.g. ./profile_dir).")
     wanted = expected_ranks(args.ranks)
-    analyse = load_analyse()
-    if shutil.which("msprof") is None:
-        _say("warning: `msprof` is not on PATH: torch_npu parses NPU data with CANN's msprof; "
-             "source CANN's set_env.sh first, or only framework data will be parsed.")
     to_parse, notes = pending(args.directory, args.all)
     for note in notes:
         _say("skipped: " + note)
+    # torch_npu is needed only for NPU data to parse: a folder of torch.profiler traces has
+    # none, and saying it needs torch_npu there would send the user to install the wrong thing.
+    analyse = load_analyse() if to_parse else None
+    if analyse is not None and shutil.which("msprof") is None:
+        _say("warning: `msprof` is not on PATH: torch_npu parses NPU data with CANN's msprof; "
+             "source CANN's set_env.sh first, or only framework data will be parsed.")
     if not to_parse:
-        _say("nothing to parse: every capture is parsed already (use --all to re-parse).")
+        _say(_nothing_to_parse(args.directory, notes))
     kwargs = {}
     if args.export_type and "export_type" in inspect.signature(analyse).parameters:
         kwargs["export_type"] = list(args.export_type)
@@ -114,6 +116,20 @@ def run(args):
         report = check_directory(args.directory, wanted)
     print(check_json(report) if args.json else check_table(report))
     return report.exit_code
+
+
+def _nothing_to_parse(directory, notes):
+    from mindspeed_prof.output.read import discover as discovery
+
+    runs = discovery.discover(directory).runs
+    if not any(run.backend == "npu" for run in runs):
+        held = (f"its {len(runs)} capture(s) are {', '.join(sorted({str(r.backend) for r in runs}))} "
+                f"backend output, readable as they are" if runs else "no capture was found")
+        return (f"nothing to parse: no raw NPU data here ({held}); analyse parses torch_npu's "
+                f"raw data only. check and summary read this folder directly.")
+    if notes:
+        return "nothing to parse: no NPU capture here has raw data left to parse (see above)."
+    return "nothing to parse: every capture is parsed already (use --all to re-parse)."
 
 
 @contextlib.contextmanager

@@ -12,7 +12,7 @@ import os
 from mindspeed_prof import backends
 from mindspeed_prof.config import ranks
 from mindspeed_prof.arguments import add_recorded_profile_flags, resolve_profile_flags
-from mindspeed_prof.arguments.host_defaults import megatron_default_for
+from mindspeed_prof.arguments.host_defaults import megatron_default_for, with_cpu_default
 from mindspeed_prof.backends import describe
 from mindspeed_prof.errors import BackendUnavailable, ConfigError
 from mindspeed_prof.recording.plan import make_plan
@@ -69,8 +69,11 @@ def resolve(args):
     resolved = resolve_profile_flags(args.profile_argv or [], implied_profile=True,
                                      host_rank_default=megatron_default_for(host_version))
     config, default_notes = resolved.config, list(resolved.notes)
+    if "profile_with_cpu" not in resolved.given:
+        default_notes.append(with_cpu_default(config.profile_level, config.profile_mstx)[1])
     if default_notes and host_version:
         default_notes = [f"{note} (Megatron-LM {host_version}, {version_from})"
+                         if note.startswith("--profile-ranks") else note
                          for note in default_notes]
     plan, selection_note = _plan(config, unit, args.world_size)
     # The same checks, in the same order and words, as the training start-up (recorder.arm).

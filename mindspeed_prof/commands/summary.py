@@ -78,7 +78,13 @@ def _run(args):
     elif args.csv:
         print(render_summary.summary_csv(summary) + render_memory.memory_csv(memory), end="")
     else:
+        notes = summary.notes
+        if not summary.summarised and notes:
+            # why nothing was summarised goes to stderr below: the table leaves it out, so a
+            # terminal shows it once, not twice
+            summary.notes = notes[:-1]
         print(render_summary.summary_table(summary, steps=args.steps))
+        summary.notes = notes
         if memory:
             print("\n" + render_memory.memory_table(memory))
         for line in captures_lines(captures):

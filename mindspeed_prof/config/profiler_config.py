@@ -42,7 +42,10 @@ class ProfilerConfig:
     profile_data_simplification: bool = _knob(
         False, kinds.BOOL, "torch_npu data simplification: delete CANN's intermediate files "
         "after parsing.", npu="data_simplification")
-    profile_with_cpu: bool = _knob(False, kinds.BOOL, "Record host (CPU) operators as well.")
+    profile_with_cpu: bool = _knob(
+        True, kinds.BOOL, "Record host (CPU) operators as well; on unless turned off "
+        "(profile_with_cpu: false in --profile-config, or MINDSPEED_PROF_WITH_CPU=0): "
+        "the NPU trace's step ids come from host activity.")
     profile_with_stack: bool = _knob(False, kinds.BOOL,
                                      "Record Python call stacks (large output).")
     profile_with_memory: bool = _knob(False, kinds.BOOL, "Record memory allocations.")
@@ -264,14 +267,15 @@ class ProfilerConfig:
         driver, not the user, decides what applies."""
         notes = []
         if self.profile_stages and not role_driver:
-            notes.append(f"--profile-stages {','.join(self.profile_stages)} only applies to RL "
+            notes.append(f"--profile-stages {','.join(self.profile_stages)} applies only to RL "
                          f"roles (role_profiler); a training or inference run ignores it and "
                          f"records whole iterations or requests: remove it.")
         tuned = [flag_name(k) for k in CAPTURE_KNOBS
                  if getattr(self, k) != KNOBS[k].default] if not self.captures else []
         if tuned:
-            notes.append(f"{', '.join(tuned)} only apply with --profile-on-slow-step or "
-                         f"--profile-on-straggler; without either no capture is taken.")
+            notes.append(f"{', '.join(tuned)} appl{'ies' if len(tuned) == 1 else 'y'} only "
+                         f"with --profile-on-slow-step or --profile-on-straggler; without "
+                         f"either no capture is taken.")
         level = self.profile_level
         if self.profile_aic_metrics not in (None, "AiCoreNone") and level in ("level0", "level_none"):
             notes.append(f"--profile-aic-metrics {self.profile_aic_metrics} is ignored at "
@@ -317,7 +321,7 @@ def _mstx_notes(config: ProfilerConfig) -> List[str]:
     if not domains:
         return []
     if not config.profile_mstx and config.profile_level != "level_none":
-        return ["--profile-mstx-domain-include/-exclude only apply with --profile-mstx; "
+        return ["--profile-mstx-domain-include/-exclude apply only with --profile-mstx; "
                 "torch_npu clears them without it: add --profile-mstx."]
     include = config.profile_mstx_domain_include
     if (include and MSTX_DOMAIN not in include) or MSTX_DOMAIN in config.profile_mstx_domain_exclude:

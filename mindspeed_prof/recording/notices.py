@@ -33,8 +33,9 @@ def config_notes(plan, backend: str) -> list:
             notes.append(step_ids_note(config))
     ignored = ignored_flags(backend, config)
     if ignored:
-        notes.append(f"{', '.join(ignored)} only apply to the npu backend; the {backend} "
-                     f"backend ignores them.")
+        one = len(ignored) == 1
+        notes.append(f"{', '.join(ignored)} appl{'ies' if one else 'y'} only to the npu "
+                     f"backend; the {backend} backend ignores {'it' if one else 'them'}.")
     return notes
 
 

@@ -53,7 +53,8 @@ def memory_device(config: ProfilerConfig, backend_name: str) -> Any:
         return None
     device = memory.device_for(backend_name)
     if device is None:
-        raise ConfigError(f"{' and '.join(flags)} record the caching allocator of an NPU or a "
+        raise ConfigError(f"{' and '.join(flags)} record{'s' if len(flags) == 1 else ''} the "
+                          f"caching allocator of an NPU or a "
                           f"GPU, and this host has neither (torch_npu is not usable and "
                           f"torch.cuda.is_available() is False): run on an NPU or GPU host, or "
                           f"drop {' and '.join(flags)}.")

@@ -130,7 +130,7 @@ def test_profile_stages_outside_rl_roles_is_warned_in_the_training_manifest(tmp_
             prof.step()
     with open(tmp_path / "profile_manifest_rank0.json") as handle:
         messages = [w["message"] for w in json.load(handle)["warnings"]]
-    assert any(m.startswith("--profile-stages update only applies to RL roles") for m in messages)
+    assert any(m.startswith("--profile-stages update applies only to RL roles") for m in messages)
     assert not any("--profile-stages" in n
                    for n in ProfilerConfig(profile_stages="update").warnings(role_driver=True))
 

@@ -154,8 +154,8 @@ def test_close_is_idempotent(tmp_path):
 def test_npu_only_flags_get_one_warning_on_the_torch_backend(tmp_path):
     run_loop(config(tmp_path, profile_level="level1", profile_l2_cache=True))
     warnings = manifest(tmp_path / "prof", 0)["warnings"]
-    assert [w["message"] for w in warnings if "only apply to the npu backend" in w["message"]] == [
-        "--profile-level, --profile-l2-cache only apply to the npu backend; the torch backend "
+    assert [w["message"] for w in warnings if "only to the npu backend" in w["message"]] == [
+        "--profile-level, --profile-l2-cache apply only to the npu backend; the torch backend "
         "ignores them."]
 
 

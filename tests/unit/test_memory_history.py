@@ -181,7 +181,7 @@ def test_show_config_refuses_nothing_but_says_where_snapshots_would_go(tmp_path,
                            str(tmp_path / "p"), "--profile-backend", "torch")
 
     assert code == 0
-    assert "not runnable on this machine: --profile-memory-snapshot record the caching allocator" in out
+    assert "not runnable on this machine: --profile-memory-snapshot records the caching allocator" in out
 
 
 @pytest.mark.parametrize("flags, message", [

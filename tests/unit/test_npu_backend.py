@@ -204,7 +204,7 @@ def test_an_async_parse_still_running_at_the_end_stays_parsing(tmp_path, fake_np
 
 def test_cpu_activity_only_with_profile_with_cpu_and_its_absence_is_explained(tmp_path, fake_npu):
     fake_npu("2.7.1")
-    run_loop(config(tmp_path))
+    run_loop(config(tmp_path, profile_with_cpu=False))  # on unless turned off, as here
     with open(glob.glob(os.path.join(run_dirs(tmp_path)[0], "profiler_info_*.json"))[0]) as handle:
         activities = json.load(handle)["config"]["common_config"]["activities"]
     assert activities == ["ProfilerActivity.NPU"]

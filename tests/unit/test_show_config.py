@@ -141,7 +141,26 @@ def test_budget_below_the_estimate_is_refused_as_at_start_up(capsys):
 def test_an_npu_capture_without_host_activity_says_it_will_carry_no_step_ids(capsys, tmp_path,
                                                                              fake_npu):
     flags = ("--profile-backend", "npu", "--profile-save-path", str(tmp_path / "p"))
-    code, out, _ = run(capsys, *flags)
+    off = tmp_path / "off.yaml"
+    off.write_text("profile_with_cpu: false\n")
+    code, out, _ = run(capsys, *flags, "--profile-config", str(off))
     assert code == 0 and "without --profile-with-cpu torch_npu records no ProfilerStep" in out
     code, out, _ = run(capsys, *flags, "--profile-with-cpu")
     assert code == 0 and "without --profile-with-cpu" not in out
+
+
+def test_host_activity_is_on_unless_turned_off_and_show_config_says_why(capsys, tmp_path,
+                                                                        fake_npu, monkeypatch):
+    flags = ("--profile-backend", "npu", "--profile-save-path", str(tmp_path / "p"))
+    code, out, _ = run(capsys, *flags)
+    assert code == 0 and "activities=[<ProfilerActivity.CPU: 0>, <ProfilerActivity.NPU: 1>]" in out
+    assert "--profile-with-cpu is on (not given): torch_npu marks each step (ProfilerStep#N) " \
+           "from host activity" in out
+    assert "without --profile-with-cpu" not in out
+    monkeypatch.setenv("MINDSPEED_PROF_WITH_CPU", "0")
+    code, out, _ = run(capsys, *flags)
+    assert code == 0 and "activities=[<ProfilerActivity.NPU: 1>]" in out
+    monkeypatch.delenv("MINDSPEED_PROF_WITH_CPU")
+    code, out, _ = run(capsys, *flags, "--profile-level", "level_none", "--profile-mstx")
+    assert code == 0 and "--profile-with-cpu is off (not given): --profile-level level_none " \
+                         "with --profile-mstx is the light capture" in out

@@ -28,7 +28,8 @@ def check_table(report):
                          _first(rank.problems) or f"{len(rank.runs)} captures"))
     for run in report.unranked:
         rows.append(("?", label(run.verdict), run.backend, run.path, _detail(run)))
-    lines.extend(_columns(rows))
+    if len(rows) > 1:  # a header over no row says nothing; the warning below says why
+        lines.extend(_columns(rows))
     notes = []
     for rank in report.ranks:
         prefix = f"rank {rank.rank}: "

@@ -26,7 +26,9 @@ def summary_table(data, steps=False):
                       "time = Computing + Comm(NotOvl) + Free)"]
         rows = [["RANK", "BACKEND", "STEPS", *[f"{SHORT.get(k, k)}(us)" for k in keys]]]
         for rank in data["ranks"]:
-            rows.append([str(rank["rank"]), rank["backend"] or "-", str(len(rank["steps"])),
+            # no step ids (an NPU capture without host activity): unknown, never "1"
+            rows.append([str(rank["rank"]), rank["backend"] or "-",
+                         str(len(rank["steps"])) if rank["steps"] else "-",
                          *[_num(rank["breakdown_us"].get(k)) for k in keys]])
         by_backend = data["overall"].get("by_backend")
         for backend, overall in (sorted(by_backend.items()) if by_backend

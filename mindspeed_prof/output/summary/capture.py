@@ -92,6 +92,7 @@ def _steps(rank_summary, path, rel):
     table, rows = read
     present = [n for n in columns.STEP_COMPONENTS if table.has(n)]
     known = {(s["step"], s.get("device")) for s in rank_summary.steps}
+    window_us = []  # rows without a step id: the whole window, never one step
     for row in rows:
         step_text, device = row[0], number(row[1])
         step = int(number(step_text)) if number(step_text) is not None else None
@@ -99,11 +100,21 @@ def _steps(rank_summary, path, rel):
         entry = {"step": step, "device": int(device) if device is not None else None, **values}
         parts = [values.get(p) for p in columns.STEP_PARTS]
         entry["step_time"] = sum(parts) if None not in parts else None
+        if step is None:
+            window_us.append(entry["step_time"])
+            continue
         key = (step, entry["device"])
         if key in known:
             rank_summary.steps = [s for s in rank_summary.steps
                                   if (s["step"], s.get("device")) != key]
         rank_summary.steps.append(entry)
+    if window_us:
+        took = [t for t in window_us if t is not None]
+        rank_summary.notes.append(
+            f"{rel}: steps unknown: step_trace_time.csv has no step ids (torch_npu marks steps "
+            f"from host activity; this capture has none: --profile-with-cpu was off), so its "
+            f"window is not split into steps and no step time is given"
+            + (f" (the whole window: {max(took):.1f} us)" if took else ""))
     rank_summary.basis = rank_summary.basis or STEP_TRACE_TIME
 
 
