@@ -12,8 +12,9 @@ in separate runs (sampling costs CPU on 2 cores). The report reads what check re
 summary's numbers from check's cache, then communication.json / the traces' collectives, so
 from an empty cache it costs check's time plus summary's plus the page; the row says how much.
 
-The full series (64 ranks, 8 GB, as figure 5's) is ``--mb 1024,8192 --ranks 64``: not run here
-(shared machine), the command is in BENCHMARKS.md's notes.
+The full series (64 ranks, 8 GB, as figure 5's) is ``python -m benchmarks.report --parts check
+--mb 1024,8192 --ranks 64`` (ranks past 8 share their tables by hard links, as figure 5's
+``generate_many``); HTA on bigger traces: ``--parts hta --hta PYTHON --hta-steps 100,400,1600``.
 """
 
 import argparse
@@ -24,7 +25,7 @@ import sys
 import tempfile
 
 from .common import REPO, Row, emit_rows, interleave_all, median, spread_text
-from .output_data import generate
+from .output_data import generate, generate_many
 from .output_run import MIB, must_pass, timed, tool, warm_page_cache, with_cache
 
 ROUNDS = 3
@@ -153,7 +154,8 @@ def measure(quick, sizes_mb=(64, 256), ranks=4, hta_python=None, hta_steps=(100,
                           f"{'64' if quick else '1,024'} small torch traces")
         for mb in ((4,) if quick else sizes_mb) if "check" in parts else ():
             folder = os.path.join(tmp, f"npu{mb}")
-            total, _ = generate(folder, mb * 1e6, ranks=ranks)
+            # many ranks: figure 5's way, tables hard-linked between ranks (fast to make)
+            total, _ = (generate_many if ranks > 8 else generate)(folder, mb * 1e6, ranks=ranks)
             warm_page_cache(folder)
             rows += _pair(folder, tmp, env, 1 if quick else ROUNDS,
                           f"NPU {total / 1e6:.0f} MB, {ranks} ranks")
