@@ -7,6 +7,7 @@ contains can raise out of here (that is what lets ``check`` promise a verdict fo
 import json
 import os
 import sqlite3
+import stat
 import zlib
 from dataclasses import dataclass, field
 from typing import Optional
@@ -15,6 +16,7 @@ from .. import cache
 from ..deps import MissingDependency, need
 from ..read import columns, csvrows, csvtable, dbsummary, kernels, sqlitecheck, tracescan
 from ..read.errors import CorruptFile
+from ..read.regular import skipped
 
 OK, CORRUPT, MISSING = "ok", "corrupt", "missing"
 # Small JSON files (communication*.json) are decoded whole; above this only their ends are checked.
@@ -76,9 +78,12 @@ def _is_trace(name):
 def check_file(path, name=None):
     name = name or os.path.basename(path)
     try:
-        size = os.path.getsize(path)
+        info = os.stat(path)
     except OSError as exc:
         return FileCheck(name, MISSING, detail=exc.strerror)
+    if not stat.S_ISREG(info.st_mode):  # a FIFO would hang the read, /dev/zero never end
+        return FileCheck(name, CORRUPT, detail=skipped(info.st_mode))
+    size = info.st_size
     result = FileCheck(name, OK, size=size)
     try:
         if size == 0 and name != "analyse.done":

@@ -11,6 +11,7 @@ import gzip
 import json
 
 from .errors import CorruptFile
+from .regular import open_regular
 
 # One event never needs this much text; past it a "cut short" event is really a broken file.
 MAX_EVENT_BYTES = 1 << 26
@@ -38,8 +39,10 @@ class Source:
     the first piece's ``[`` goes). ``base`` is the file offset of ``buf[0]``."""
 
     def __init__(self, path, chunk):
-        opener = gzip.open if str(path).endswith(".gz") else open
-        self._handle = opener(path, "rb")
+        # a regular file only (a FIFO would block here): once per file, not per event
+        self._raw = open_regular(path)
+        self._handle = gzip.GzipFile(fileobj=self._raw, mode="rb") \
+            if str(path).endswith(".gz") else self._raw
         self._chunk = chunk
         self.buf = bytearray(2 * chunk + 2)
         self.view = memoryview(self.buf)
@@ -50,6 +53,7 @@ class Source:
     def close(self):
         self.view.release()
         self._handle.close()
+        self._raw.close()
 
     def fill(self, want):
         """Read until ``want`` bytes lie after pos, or the file ends."""

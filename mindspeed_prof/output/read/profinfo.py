@@ -15,6 +15,7 @@ from ...config import names
 from ...errors import ConfigError
 from ...layout import PROFILER_INFO_RE
 from .errors import CorruptFile
+from .regular import read_regular
 
 MAX_INFO_BYTES = 16 << 20
 
@@ -52,14 +53,11 @@ def info_files(run_dir):
 
 def read_profiler_info(path):
     """Parse one profiler_info file; raises ``CorruptFile`` when it cannot be used."""
-    size = os.path.getsize(path)
-    if size == 0:
+    raw = read_regular(path, MAX_INFO_BYTES)  # a FIFO or /dev/zero: refused, never read
+    if not raw:
         raise CorruptFile("empty file (0 bytes)")
-    if size > MAX_INFO_BYTES:
-        raise CorruptFile(f"{size} bytes: far too large for a profiler_info file")
     try:
-        with open(path, "rb") as handle:
-            data = json.loads(handle.read().decode("utf-8"))
+        data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise CorruptFile("not UTF-8 text") from None
     except (ValueError, RecursionError) as exc:

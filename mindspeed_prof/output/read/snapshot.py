@@ -8,18 +8,32 @@ class, a function such as ``os.system``, a reduce), a persistent id or an extens
 refused before it is looked up, so nothing the file names is imported or called. The loaded value
 is then walked once more for the same types (sets and bytes have opcodes of their own too) and
 for the snapshot's shape: a dict with ``segments`` (a list) and ``device_traces`` (a list of
-lists of dicts).
+lists of dicts), with every size, address and device a count of bytes or a device index
+(a 20000-digit size is no byte count, and a device of -100 indexes nothing).
+
+The file is read only when it is a regular file within ``MAX_SNAPSHOT_BYTES`` (a FIFO would
+hang the read, ``/dev/zero`` would never end). The walk over the loaded value checks each
+container once, however often it is referenced: a pickle can share one list from two places,
+forty times over, in a few hundred bytes, and a walk that followed every reference would visit
+2**40 nodes. A pickle builds at most one value per byte, so the walk visits at most as many
+values as the file has bytes; it stops there, and at ``MAX_DEPTH`` or a value that holds itself.
 """
 
 import io
 import pickle
 from dataclasses import dataclass, field
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from .errors import CorruptFile
+from .regular import read_regular
 
 PLAIN = (dict, list, tuple, str, int, float, bool, type(None))
+CONTAINERS = (dict, list, tuple)
 MAX_DEPTH = 64  # a snapshot nests about 6 deep (traces -> entry -> frames -> frame)
+# 100000 events (the default --profile-memory-max-entries) with deep stacks take ~100-300 MB
+MAX_SNAPSHOT_BYTES = 4 << 30
+MAX_BYTES_VALUE = 1 << 64  # sizes and addresses: what a 64-bit allocator can count
+MAX_DEVICE = 1 << 16
 
 
 class _PlainUnpickler(pickle.Unpickler):
@@ -41,22 +55,59 @@ def loads_plain(data: bytes) -> Any:
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError,
             AttributeError, MemoryError, RecursionError, OverflowError, UnicodeDecodeError) as exc:
         raise CorruptFile(f"not an allocator snapshot: {exc or type(exc).__name__}") from None
-    _check_plain(value, 0)
+    _check_plain(value, len(data) + 1)
     return value
 
 
-def _check_plain(value: Any, depth: int) -> None:
-    if depth > MAX_DEPTH:
-        raise CorruptFile("not an allocator snapshot: nested deeper than a snapshot ever is")
+def _children(value: Any) -> list:
+    if type(value) is dict:
+        return [*value.keys(), *value.values()]
+    return list(value)
+
+
+def _check_plain(value: Any, budget: int) -> None:
+    """Every value held is plain, nested at most MAX_DEPTH deep, with no cycle; each container
+    is checked once (by id) and at most ``budget`` values are visited in all."""
     if type(value) not in PLAIN:
         raise CorruptFile(f"not an allocator snapshot: it holds a {type(value).__name__}")
-    if isinstance(value, dict):
-        for key, item in value.items():
-            _check_plain(key, depth + 1)
-            _check_plain(item, depth + 1)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            _check_plain(item, depth + 1)
+    if type(value) not in CONTAINERS:
+        return
+    heights: Dict[int, int] = {}  # id -> how deep the checked container nests
+    on_path: Set[int] = set()  # the containers being checked: the current one and those holding it
+    visited = 1
+    # (container, its containers, whether they are checked): depth first, no recursion
+    stack: List[Tuple[Any, list, bool]] = [(value, [], False)]
+    while stack:
+        item, inner, checked = stack.pop()
+        if checked:
+            height = 1 + max((heights[id(c)] for c in inner), default=0)
+            if height > MAX_DEPTH:
+                raise CorruptFile("not an allocator snapshot: nested deeper than a snapshot "
+                                  "ever is")
+            heights[id(item)] = height
+            on_path.discard(id(item))
+            continue
+        if id(item) in heights:
+            continue  # reached again by another reference: checked once
+        if id(item) in on_path:
+            raise CorruptFile("not an allocator snapshot: a value holds itself")
+        on_path.add(id(item))
+        if len(on_path) > MAX_DEPTH:
+            raise CorruptFile("not an allocator snapshot: nested deeper than a snapshot ever is")
+        children = _children(item)
+        visited += len(children)
+        if visited > budget:
+            raise CorruptFile("not an allocator snapshot: it holds more values than its bytes "
+                              "can build")
+        inner = []
+        for child in children:
+            kind = type(child)
+            if kind in CONTAINERS:
+                inner.append(child)
+            elif kind not in PLAIN:
+                raise CorruptFile(f"not an allocator snapshot: it holds a {kind.__name__}")
+        stack.append((item, inner, True))
+        stack.extend((child, [], False) for child in inner if id(child) not in heights)
 
 
 @dataclass
@@ -84,8 +135,7 @@ class Snapshot:
 def load_snapshot(path: str) -> Snapshot:
     """Read ``path`` as an allocator snapshot; CorruptFile (with why) for anything else,
     OSError when it cannot be read."""
-    with open(path, "rb") as handle:
-        data = handle.read()
+    data = read_regular(path, MAX_SNAPSHOT_BYTES)
     if not data:
         raise CorruptFile("empty file (0 bytes)")
     value = loads_plain(data)
@@ -109,4 +159,50 @@ def shape_problem(value: Any) -> Optional[str]:
     for segment in value["segments"]:
         if not isinstance(segment, dict) or not isinstance(segment.get("blocks", []), list):
             return "segments holds something other than segment dicts"
+    return _numbers_problem(value)
+
+
+def _count_problem(where: str, key: str, value: Any, bound: int) -> Optional[str]:
+    if value is None:
+        return None
+    if type(value) is not int:
+        return f"{where} has {key} {_short(value)}, not a whole number"
+    if not 0 <= value < bound:
+        what = "a device index" if key == "device" else "a count of bytes"
+        return f"{where} has {key} {_short(value)}, which is not {what}"
+    return None
+
+
+def _short(value: Any) -> str:
+    if type(value) is int and value.bit_length() > 64:
+        return f"of {len(format(value, 'x'))} hex digits"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _numbers_problem(value: dict) -> Optional[str]:
+    """The first size, address or device that no allocator could have written, or None (the
+    memory summary adds and divides them: a 20000-digit size overflows a float)."""
+    for index, segment in enumerate(value["segments"]):
+        where = f"segment {index}"
+        for key, bound in (("device", MAX_DEVICE), ("address", MAX_BYTES_VALUE),
+                           ("total_size", MAX_BYTES_VALUE)):
+            problem = _count_problem(where, key, segment.get(key), bound)
+            if problem:
+                return problem
+        for block in segment.get("blocks", []):
+            if not isinstance(block, dict):
+                return f"{where} holds a block that is not a dict"
+            for key in ("address", "size"):
+                problem = _count_problem(f"a block of {where}", key, block.get(key),
+                                         MAX_BYTES_VALUE)
+                if problem:
+                    return problem
+    for device, trace in enumerate(value["device_traces"]):
+        for index, entry in enumerate(trace):
+            for key in ("addr", "size", "device_free"):
+                problem = _count_problem(f"device_traces[{device}][{index}]", key,
+                                         entry.get(key), MAX_BYTES_VALUE)
+                if problem:
+                    return problem
     return None
