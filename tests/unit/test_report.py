@@ -359,3 +359,28 @@ def test_a_capture_taken_by_the_slow_step_rule_is_shown_with_its_reason(tmp_path
     text = read_page(out).text
     assert "slow step" in text and "iteration 12 took 0.5 s" in text
     assert "iter_13-15" in text
+
+
+def test_a_unit_name_that_is_not_plain_words_never_reaches_the_figures(tmp_path, capsys):
+    directory = simulated_job(str(tmp_path / "prof"), ranks=1)
+    samples.write_manifest(directory, 0, unit="<a href='javascript:alert(1)'>x</a>")
+    out = str(tmp_path / "u.html")
+    report(capsys, directory, out)
+    page = read_page(out)
+    after_plotly_js = page.text.split("</script>", 1)[1]
+    assert "javascript:" not in after_plotly_js
+    assert page.heatmaps()[0]["layout"]["xaxis"]["title"]["text"] == "iteration"
+
+
+def test_past_64_rank_rows_and_128_steps_the_heatmap_bands_both():
+    ranks = [{"rank": r, "backend": "torch",
+              "steps": [{"step": s, "step_time": float(r * 1000 + s)} for s in range(300)]}
+             for r in range(65)]
+    matrix = heatmap.matrices(ranks)
+    assert len(matrix["y"]) == 33 and matrix["y"][0] == "ranks 0-1" and matrix["y"][-1] == "rank 64"
+    assert len(matrix["x"]) == 100 and matrix["x"][0] == "0-2" and matrix["banded_columns"]
+    [part] = matrix["parts"]
+    assert part["z_ms"][0][0] == (1000 + 2) / 1000.0  # the band's slowest: rank 1, step 2
+    assert "(rank 1)" in part["text"][0][0]
+    exact = heatmap.matrices(ranks[:64])
+    assert len(exact["y"]) == 64 and not exact["banded_rows"]

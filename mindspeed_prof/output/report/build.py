@@ -8,6 +8,7 @@ that folder alone, after the cross-role table ``summary`` prints.
 """
 
 import os
+import re
 import statistics
 from typing import Any, Dict, List, Optional
 
@@ -16,6 +17,7 @@ from ..read import columns, jobruns
 from ..read.discover import discover
 from . import communication, heatmap, reasons
 
+UNIT_NAME = re.compile(r"[A-Za-z]+( [A-Za-z]+)?")
 LAYOUT_ROLES = "roles"
 LAYOUT_ONE = "one"
 
@@ -92,8 +94,11 @@ def part(path: str, top: int, run: Optional[str], title: Optional[str] = None,
 
 
 def _unit(manifests) -> str:
+    """The unit the manifests name ("iteration", "request", "engine step", "RL step"); a name
+    that is not a few plain words is not one of ours and is never put in the page's figures."""
     units = sorted({str(m.data.get("unit")) for m in manifests.values()
                     if isinstance(getattr(m, "data", None), dict) and m.data.get("unit")})
+    units = [u for u in units if UNIT_NAME.fullmatch(u)]
     return "/".join(units) if units else "iteration"
 
 
