@@ -17,9 +17,14 @@ pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGCHLD"), reason="POSIX si
 
 
 def run_child(*body, timeout=60):
-    """Run the ``body`` parts in a fresh interpreter; its last stdout line is JSON."""
+    """Run the ``body`` parts in a fresh interpreter; its last stdout line is JSON.
+
+    The child starts with Python's own SIGINT handler, as a script run from a terminal does: a
+    shell that starts pytest in the background without job control hands its children SIGINT
+    ignored, and a test that sends SIGINT would then test nothing (issue 31)."""
     code = textwrap.dedent("""
         import json, os, signal, subprocess, sys, time
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         from mindspeed_prof import log
         from mindspeed_prof.recording import exits
     """) + "".join(textwrap.dedent(part) for part in body)
