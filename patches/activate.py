@@ -102,7 +102,8 @@ def _warn_if_not_connected():
 
 
 # Loops of other frameworks a script may run instead of Megatron's: (module, name).
-_OTHER_LOOPS = (("torch.distributed.fsdp", "torch FSDP"),
+_OTHER_LOOPS = (("mindspeed_llm.fsdp2", "MindSpeed-LLM's FSDP2 trainer"),
+                ("torch.distributed.fsdp", "torch FSDP"),
                 ("torch.distributed._composable.fsdp", "torch FSDP2"),
                 ("deepspeed", "DeepSpeed"), ("transformers.trainer", "Hugging Face's Trainer"),
                 ("accelerate", "Accelerate"), ("lightning", "Lightning"))
