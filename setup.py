@@ -97,8 +97,9 @@ setup(
     install_requires=["torch", "pyyaml", "pysimdjson>=5", "msgspec>=0.18", "pyarrow>=14",
                       "numpy"],
     extras_require={
-        # the README's demos end with `summary --plot`, which draws with matplotlib
-        "demo": ["megatron-core==0.16.1", "matplotlib"],
+        # the README's demos end with `summary --plot`, which draws with matplotlib, and
+        # `mindspeed-prof report`, whose page embeds plotly.js
+        "demo": ["megatron-core==0.16.1", "matplotlib", "plotly>=5"],
         "plot": ["matplotlib"],
         # `mindspeed-prof report` embeds plotly.js in its page; plotly (~15 MB, with narwhals)
         # is imported by that command alone, so training images need not carry it
