@@ -147,7 +147,7 @@ class CapturePoll:
             own = [(u, s - w) for u, s, w in quiet if u > self.warmup_until]
             mine["number"] = statistics.median(x for _, x in own) if own else None
             mine["units"] = [own[0][0], own[-1][0]] if own else None
-        if self.budgeted:
+        if self.budgeted and self.room is not None:
             mine["room"] = self.room()
         shared = self._share(mine)
         lead = shared[0] or {}

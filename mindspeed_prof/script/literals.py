@@ -28,8 +28,12 @@ class Literal(NamedTuple):
 
 def _single(name: str, values: dict) -> Optional[str]:
     """The raw value text of ``name`` when it is assigned exactly once."""
-    found = values.get(name, [])
-    texts = {word.text[ASSIGNMENT_HEAD.match(word.text).end():] for word, _ in found}
+    texts = set()
+    for word, _ in values.get(name, []):
+        head = ASSIGNMENT_HEAD.match(word.text)
+        if head is None:
+            return None
+        texts.add(word.text[head.end():])
     return texts.pop() if len(texts) == 1 else None
 
 
