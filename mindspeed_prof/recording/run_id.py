@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 # Where a run id came from: every rank of the job has the same one, except with PROCESS.
 TORCHELASTIC = "torchelastic"  # torchrun's TORCHELASTIC_RUN_ID (--standalone, --rdzv-id)
-SLURM = "slurm"  # SLURM_JOB_ID[.SLURM_STEP_ID]
+SLURM = "slurm"  # SLURM_JOB_ID.SLURM_STEP_ID, or SLURM_JOB_ID where no job store answers
 JOB_STORE = "job-store"  # agreed through torch.distributed's store (torchrun --master-addr)
 PROCESS = "process"  # this process's own host-pid: shared with no other rank
 
@@ -26,19 +26,26 @@ class JobRun(NamedTuple):
 def job_run(env=None) -> JobRun:
     """An id the ranks of one job share and where it came from: torchrun's
     ``TORCHELASTIC_RUN_ID`` (a fresh uuid with ``--standalone``; ``none`` when not given), else
-    SLURM's job and step, else one agreed through the job's store (torchrun with
-    ``--master-addr``, ``torch.distributed.launch``), else this process's own (a plain loop, or
-    ranks that share nothing: told apart by rank collisions)."""
+    SLURM's job and step (``srun``), else one agreed through the job's store (torchrun with
+    ``--master-addr``, ``torch.distributed.launch``, also inside a SLURM allocation without a
+    step), else SLURM's job alone, else this process's own (a plain loop, or ranks that share
+    nothing: told apart by rank collisions)."""
     env = os.environ if env is None else env
     run = env.get("TORCHELASTIC_RUN_ID", "")
     if run and run != "none":
         return JobRun(run, TORCHELASTIC)
-    if env.get("SLURM_JOB_ID"):
-        step = env.get("SLURM_STEP_ID")
-        return JobRun(f"slurm{env['SLURM_JOB_ID']}" + (f".{step}" if step else ""), SLURM)
+    slurm_job, step = env.get("SLURM_JOB_ID"), env.get("SLURM_STEP_ID")
+    if slurm_job and step:
+        return JobRun(f"slurm{slurm_job}.{step}", SLURM)
     own = f"{socket.gethostname()}-{os.getpid()}"
     shared = _shared_through_the_job_store(own)
-    return JobRun(shared, JOB_STORE) if shared else JobRun(own, PROCESS)
+    if shared:
+        # Before SLURM's bare job id: every torchrun started in one allocation's shell (sbatch
+        # script, salloc) has that job id and no step id, and each is a job of its own.
+        return JobRun(shared, JOB_STORE)
+    if slurm_job:  # no job store to agree through: the allocation is the best shared id
+        return JobRun(f"slurm{slurm_job}", SLURM)
+    return JobRun(own, PROCESS)
 
 
 def job_run_id(env=None) -> str:

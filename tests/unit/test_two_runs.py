@@ -269,6 +269,45 @@ def test_lone_processes_are_split_into_jobs_by_when_they_started(tmp_path, capsy
     assert code == 0
 
 
+# Two torchrun jobs started one after the other in one SLURM allocation's shell (an sbatch
+# script, salloc): SLURM_JOB_ID is set, SLURM_STEP_ID is not (no srun), torchrun hands no run id.
+ALLOCATION_JOB = JOB.replace("import mindspeed_prof\n", textwrap.dedent("""\
+    import mindspeed_prof
+    import torch.distributed as dist
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    """), 1)
+
+
+def test_two_torchrun_jobs_in_one_slurm_allocation_without_srun_are_two_runs(tmp_path, capsys):
+    # before: both wrote run id slurm4242 (source slurm): check took them for one run whose
+    # workers restarted ("run slurm4242 wrote rank(s) 0 more than once")
+    save = tmp_path / "profile_dir"
+    env = {**os.environ, "SLURM_JOB_ID": "4242", "SLURM_PROCID": "0", "SLURM_NTASKS": "1",
+           "TORCHELASTIC_RUN_ID": "none"}
+    env.pop("SLURM_STEP_ID", None)
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", ALLOCATION_JOB, str(save), "4", "0", "0"],
+                              env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+    runs = [json.loads((save / name).read_text()) for name in manifests(save)]
+    assert len(runs) == 2
+    assert [r["run_id_source"] for r in runs] == ["job-store", "job-store"]
+    assert len({r["run_id"] for r in runs}) == 2
+    code, out, _ = run_cli(capsys, "check", save)
+    assert "more than once" not in out and "workers restarted" not in out, out
+    assert "2 runs wrote into this directory" in out and code == 0, out
+
+
+def test_a_slurm_job_id_without_a_step_is_the_run_id_only_where_no_job_store_answers(
+        monkeypatch):
+    from mindspeed_prof.recording import run_id
+    from mindspeed_prof.recording.run_id import job_run
+
+    monkeypatch.setattr(run_id, "_shared_through_the_job_store", lambda own: None)
+    assert job_run({"SLURM_JOB_ID": "42"}) == ("slurm42", "slurm")
+    assert job_run({"SLURM_JOB_ID": "42", "SLURM_STEP_ID": "3"}) == ("slurm42.3", "slurm")
+
+
 def test_a_manifest_says_where_its_run_id_came_from(tmp_path, monkeypatch):
     from mindspeed_prof import ProfilerConfig
     from mindspeed_prof.recording.manifest import Manifest
