@@ -6,7 +6,7 @@ from typing import Optional, Tuple
 
 from ...layout import ASCEND_OUTPUT_DIR
 from ...config.units import ITERATION, Unit
-from ..read import logscan, sqlitecheck
+from ..read import claims, logscan, sqlitecheck
 from ..read.csvtable import normalise
 from . import expect
 from . import file as filecheck
@@ -24,6 +24,7 @@ class Kept:
     unit: Unit = ITERATION  # what the window counted (requests, RL steps...): the verdict's words
 
 RAW_DIRS = ("FRAMEWORK",)
+MAX_WINDOW_SPAN = 1 << 20  # units one window's step ids may span (a profiled window is short)
 RAW_PREFIX = "PROF_"
 
 
@@ -40,10 +41,11 @@ def files_to_check(run):
             if os.path.isfile(p)]
 
 
-def check_run(run, window=None, config=None, checked=None, kept=None):
+def check_run(run, window=None, config=None, checked=None, kept=None, distributed=True):
     """``window``: the [start, end) the manifest gave this capture; ``config``: its config;
     ``checked``: FileChecks already made, by path; ``kept``: what the manifest says the window
-    recorded (``Kept``), else every iteration of ``window`` is expected."""
+    recorded (``Kept``), else every iteration of ``window`` is expected; ``distributed``: the
+    capture's rank is its process's global rank (an RL role may number its own)."""
     report = RunReport(path=run.rel, backend=run.backend, rank=run.rank,
                        rank_source=run.rank_source, timestamp=run.timestamp,
                        window=window or run.window)
@@ -56,9 +58,30 @@ def check_run(run, window=None, config=None, checked=None, kept=None):
             _npu(run, report, config, read, kept)
     except OSError as exc:  # the folder vanished or cannot be listed
         report.fail(CORRUPT, f"cannot read {run.rel}: {exc.strerror or exc}")
+    _whose(run, report, distributed)
     if kept is not None and kept.cut:
         report.fail(CUT, _cut_text(report.window, kept))
     return report
+
+
+def _whose(run, report, distributed):
+    """A capture whose content names another rank than the one it was found as is that rank's
+    (copied over this one's): this rank's own capture is not here."""
+    if run.rank is None:
+        return
+    if run.backend == "torch":
+        if any(f.status != filecheck.OK for f in report.files):
+            return  # not a trace: its check said why
+        said = claims.torch_trace(run.path, distributed)
+    else:
+        said = run.claims
+    for where, rank in said:
+        if rank != run.rank:
+            report.fail(CORRUPT, f"holds rank {rank}'s capture, not rank {run.rank}'s: {where} "
+                                 f"says {rank} (its {run.rank_source} says {run.rank}); another "
+                                 f"rank's output copied over this one's, so rank {run.rank}'s "
+                                 f"own is not here")
+            return
 
 
 def _cut_text(window, kept):
@@ -105,18 +128,28 @@ def _window_steps(report, kept=None):
         report.warnings.append(f"ProfilerStep#{kept.never_ran} was opened for {kept.unit.name} "
                                f"{kept.never_ran}, which never ran (the loop ended after "
                                f"{kept.never_ran - 1}); leave it out of step statistics")
+    # The spans below are tested, never built: a window's numbers come from files, any size.
     if kept is not None:
         expected = sorted(kept.recorded)
-        # Units the host skipped inside the window were stepped past: their ids may be there.
-        tolerated = set(range(start, max(expected, default=start) + 1)) | {kept.in_progress}
-        if not kept.cut and end != -1:
-            tolerated |= set(range(start, end))
+        top = max(expected, default=start)
+        whole = not kept.cut and end != -1
+
+        def tolerated(n):
+            # Units the host skipped inside the window were stepped past: their ids may be there.
+            return start <= n <= top or n == kept.in_progress or (whole and start <= n < end)
     else:
         last = end - 1 if end != -1 else max(max(steps), start)
-        expected = list(range(start, last + 1))
-        tolerated = set(expected)
+        if last - start >= MAX_WINDOW_SPAN:
+            report.fail(CORRUPT, f"window {window} with ProfilerStep ids up to {last} spans "
+                                 f"{last - start + 1} units: no profiler records that many in "
+                                 f"one window (its step ids or its window are damaged)")
+            return
+        expected = range(start, last + 1)
+
+        def tolerated(n):
+            return start <= n <= last
     missing = [n for n in expected if n not in steps]
-    outside = sorted(n for n in steps if n not in tolerated)
+    outside = sorted(n for n in steps if not tolerated(n))
     if missing:
         report.fail(INCOMPLETE, f"ProfilerStep#{_ranges(missing)} of window {window} missing "
                                 f"(found {_ranges(sorted(steps)) or 'none'})")

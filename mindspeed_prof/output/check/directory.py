@@ -20,7 +20,7 @@ from . import file as filecheck
 from .capture import Kept, check_run, files_to_check
 from .memory import check_snapshots
 from .capture import _ranges as runcheck_ranges
-from .report import CUT, INCOMPLETE, MISSING, RankReport, Report, worst
+from .report import CORRUPT, CUT, INCOMPLETE, MISSING, RankReport, Report, worst
 
 FAILED_STATUSES = ("failed", "incomplete")
 UNFINISHED_STATUSES = ("armed", "running")
@@ -42,6 +42,7 @@ def check_directory(path: "str | os.PathLike[str]", expected_ranks: Optional[Ite
     report = Report(directory=found.root)
     report.warnings.extend(found.notes)
     manifests = _manifests(found, report, run)
+    unreadable = _unreadable(found, manifests, report)
     for capture in found.runs:
         if capture.rank is None:
             rank_from_manifests(capture, manifests)
@@ -53,8 +54,10 @@ def check_directory(path: "str | os.PathLike[str]", expected_ranks: Optional[Ite
         if skipped:
             report.warnings.append(f"also found rank(s) {_list(skipped)}, not checked (--ranks)")
         runs = [r for r in runs if r.rank is None or r.rank in expected]
+    if expected_ranks is None:
+        expected |= set(unreadable)  # known from its manifest's name, read or not
     if share is not None:
-        found_ranks = {r.rank for r in runs if r.rank is not None}
+        found_ranks = {r.rank for r in runs if r.rank is not None} | set(unreadable)
         candidates = expected | (found_ranks if expected_ranks is None else set())
         report.covered = share.pick(candidates, found_ranks)
         mine = set(report.covered)
@@ -66,7 +69,7 @@ def check_directory(path: "str | os.PathLike[str]", expected_ranks: Optional[Ite
         manifest = manifests.get(capture.rank)
         chosen = manifest_window(capture, manifest)
         checked = check_run(capture, _window(capture, chosen), _config(manifest), read_ahead,
-                            _kept(chosen, manifest))
+                            _kept(chosen, manifest), distributed=not _role(manifest))
         checked.trigger = capturecheck.reason_line(chosen, manifest)
         if capture.rank is None:
             report.unranked.append(checked)
@@ -76,7 +79,8 @@ def check_directory(path: "str | os.PathLike[str]", expected_ranks: Optional[Ite
     if share is not None:
         ranks = ranks & set(report.covered or ())
     for rank in sorted(ranks):
-        report.ranks.append(_rank_report(rank, by_rank.get(rank, []), manifests.get(rank)))
+        report.ranks.append(_rank_report(rank, by_rank.get(rank, []), manifests.get(rank),
+                                         unreadable.get(rank, ())))
     # allocator snapshots: this node's ranks only in a per-node report
     wanted = set(report.covered or ()) if share is not None else (
         None if expected_ranks is None else expected)
@@ -115,7 +119,7 @@ def _manifests(found, report, run=None):
     """The judged run's manifests, one per rank; other runs' manifests and the captures they
     list are left out, and named (two jobs in one save path are never merged without a word)."""
     for entry in found.manifests:
-        if entry.error:
+        if entry.error and entry.data is not None:
             report.warnings.append(entry.error)
     runs = jobruns.choose(found.manifests, run)
     report.run = runs.judged.label if runs.judged else None
@@ -123,6 +127,19 @@ def _manifests(found, report, run=None):
         report.warnings.append(runs.note())
         found.runs = jobruns.keep_runs(found.runs, runs)
     return runs.chosen
+
+
+def _unreadable(found, manifests, report):
+    """rank -> its manifests that could not be read, for the ranks the run judged has no
+    readable manifest of (those judge the rank: their own problem). Either way it is said."""
+    unreadable: dict = {}
+    for entry in found.manifests:
+        if entry.data is None:
+            if entry.rank in manifests:
+                report.warnings.append(entry.error)
+            else:
+                unreadable.setdefault(entry.rank, []).append(entry)
+    return unreadable
 
 
 def _expected(manifests):
@@ -177,17 +194,27 @@ def _ints(values):
     return [v for v in values if _is_int(v)] if isinstance(values, list) else []
 
 
+def _role(manifest):
+    """The RL role a manifest's process recorded (its ranks may be the role's own numbers)."""
+    return manifest.data.get("role") if manifest is not None else None
+
+
 def _config(manifest):
     config = manifest.data.get("config") if manifest else None
     return config if isinstance(config, dict) else None
 
 
-def _rank_report(rank, runs, manifest):
+def _rank_report(rank, runs, manifest, unreadable=()):
     rank_report = RankReport(rank=rank, runs=sorted(runs, key=lambda r: (r.timestamp or "",
                                                                          r.path)))
     if manifest is not None:
         rank_report.manifest = manifest.rel
         _apply_manifest(rank_report, manifest)
+    for entry in unreadable:  # what the rank was asked to record, and how it ended: unknown
+        rank_report.manifest = rank_report.manifest or entry.rel
+        rank_report.verdict = worst(rank_report.verdict, CORRUPT)
+        rank_report.problems.append(f"{entry.error}: what rank {rank} was asked to record, "
+                                    f"and whether its profiler failed, cannot be known")
     nothing = capturecheck.nothing_captured(manifest) if not runs else None
     if nothing is not None and rank_report.verdict != INCOMPLETE:
         rank_report.notes.append(nothing)  # armed for captures, none taken: nothing missing

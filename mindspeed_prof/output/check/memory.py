@@ -5,7 +5,8 @@ runs), and holding the allocator's history.
 A rank whose manifest asked for ``--profile-memory-snapshot`` must have
 ``memory_snapshot_rank{R}.pickle`` in the folder of every window that recorded a unit; an
 out-of-memory the manifest lists (``memory_oom``) must have left its snapshot. Every snapshot
-file found under DIR is read, manifest or not.
+file found under DIR is read, manifest or not; a rank known only from its snapshots (no
+manifest, no capture) is not a valid capture: nothing says what it was asked to record.
 """
 
 import os
@@ -49,7 +50,13 @@ def check_snapshots(root: str, manifests: Dict[int, object], report: Report,
     for found in find_snapshots(root):
         if not wanted(found.rank):
             continue
+        known = report.rank(found.rank) is not None
         rank_report = _rank_report(report, found.rank)
+        if not known:
+            _fail(rank_report, INCOMPLETE, f"rank {found.rank} is known only from its allocator "
+                                           f"snapshot {found.rel}: no manifest and no trace or "
+                                           f"capture of this rank, so nothing says what it was "
+                                           f"asked to record or that it recorded it")
         try:
             snapshot = load_snapshot(found.path)
         except CorruptFile as exc:

@@ -19,8 +19,10 @@ from typing import Optional
 from ...layout import (ASCEND_PT_SUFFIX, MANIFEST_RE, SKIPPED_DIRS, TORCH_TRACE_RE,
                        parse_window_dir)
 from ...recording.manifest import read_manifest
-from . import profinfo
+from . import claims, profinfo
 from .errors import CorruptFile
+from .manifest_shape import MAX_MANIFEST_BYTES, shape_problem
+from .regular import check_regular
 
 MAX_DEPTH = 6
 TORCH_TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
@@ -46,6 +48,7 @@ class Run:
     info_name: Optional[str] = None
     info_error: Optional[str] = None
     notes: list = field(default_factory=list)
+    claims: list = field(default_factory=list)  # (where, rank) its own content says (NPU)
 
 
 @dataclass
@@ -132,6 +135,14 @@ def _npu_run(path, root):
         match = WORKER_RANK_RE.search(name)
         if match:
             run.rank, run.rank_source = int(match.group(1)), "folder name"
+    run.claims = claims.npu_capture(path)
+    named = next((rank for where, rank in run.claims if where == claims.FOLDER_NAME), None)
+    if named is not None and run.rank is not None and named != run.rank:
+        # Our own worker name says whose slot this is; torch_npu's files say whose data is in
+        # it: judged as the named rank's, holding another rank's capture (check says so).
+        run.claims = [(f"its {run.rank_source}", run.rank)] + [
+            c for c in run.claims if c[0] != claims.FOLDER_NAME]
+        run.rank, run.rank_source = named, "folder name"
     return run
 
 
@@ -153,10 +164,19 @@ def _manifest(path, root):
     entry = ManifestFile(path=path, rel=os.path.relpath(path, root),
                          rank=int(MANIFEST_RE.match(os.path.basename(path)).group(1)))
     try:
-        entry.data = read_manifest(path)
+        check_regular(path, MAX_MANIFEST_BYTES)  # a FIFO would hang the read: never opened
+        data = read_manifest(path)
+    except CorruptFile as exc:
+        entry.error = f"{entry.rel}: {exc}"
+        return entry
     except (OSError, ValueError, RecursionError) as exc:  # JSON errors are ValueErrors
         entry.error = f"{entry.rel} is unreadable: {exc}"
         return entry
+    problem = shape_problem(data)
+    if problem:  # read as it is, it would lend its rank a verdict its files cannot back
+        entry.error = f"{entry.rel} is unreadable as a manifest: {problem}"
+        return entry
+    entry.data = data
     rank = entry.data.get("rank")
     if isinstance(rank, int) and not isinstance(rank, bool) and rank != entry.rank:
         entry.error = (f"{entry.rel} says rank {rank}; the file name says {entry.rank} "
