@@ -32,6 +32,7 @@ FIGURES = {
     7: ("window_end_stack", "window end of a 6-step shapes + stack window"),
     8: ("captures", "captures armed, no anomaly: the hook and the poll's collective"),
     9: ("report", "report beside check on the same files; its size at 1,024 ranks"),
+    10: ("output_analysis", "timeline and diff beside check on the same files"),
 }
 
 
