@@ -52,7 +52,10 @@ def expected_ranks(tokens):
 
 
 def run(args):
-    return run_reader(args, _run)
+    from mindspeed_prof.output.render.safe import usage_errors
+
+    with usage_errors():
+        return run_reader(args, _run)
 
 
 def _run(args):

@@ -40,7 +40,7 @@ def _entries(path, top):
     from mindspeed_prof.output.summary import memory
     from mindspeed_prof.layout import MEMORY_FILE_RE
 
-    if os.path.isfile(path):
+    if os.path.exists(path) and not os.path.isdir(path):  # a FIFO too: the reader refuses it
         match = MEMORY_FILE_RE.match(os.path.basename(path))
         found = SnapshotFile(path=os.path.abspath(path), rel=os.path.basename(path),
                              rank=int(match.group(2)) if match else -1,
@@ -74,7 +74,15 @@ def _html(entries, out):
 
 
 def run(args):
+    from mindspeed_prof.output.render import safe
+
+    with safe.usage_errors():
+        return _run(args)
+
+
+def _run(args):
     from mindspeed_prof.output.render import memory as render
+    from mindspeed_prof.output.render import safe
 
     if args.top < 1:
         raise ConfigError(f"--top {args.top} must be >= 1.")
@@ -93,9 +101,10 @@ def run(args):
         return 1
     if args.html:
         for path in _html(entries, args.html):
-            print(f"timeline written to {path}", file=sys.stderr if args.json or args.csv
-                  else sys.stdout)
+            print(safe.lines(f"timeline written to {path}"),
+                  file=sys.stderr if args.json or args.csv else sys.stdout)
     bad = [e for e in entries if e.error]
     for entry in bad:
-        print(f"mindspeed-prof memory: {entry.file.rel}: {entry.error}", file=sys.stderr)
+        print(safe.lines(f"mindspeed-prof memory: {entry.file.rel}: {entry.error}"),
+              file=sys.stderr)
     return 1 if bad else 0

@@ -38,12 +38,16 @@ def add_arguments(parser):
 
 
 def run(args):
-    return run_reader(args, _run)
+    from mindspeed_prof.output.render.safe import usage_errors
+
+    with usage_errors():
+        return run_reader(args, _run)
 
 
 def _run(args):
     from mindspeed_prof.output.render import jsontext
     from mindspeed_prof.output.render import memory as render_memory
+    from mindspeed_prof.output.render import safe
     from mindspeed_prof.output.render import summary as render_summary
     from mindspeed_prof.output.summary.memory import summarize_memory
     from mindspeed_prof.output.read.roles import role_roots
@@ -93,7 +97,7 @@ def _run(args):
             print(f"\nplot written to {plotted}")
     if not summary.summarised:
         # Nothing summarised is a failure, whatever was found: say why where scripts look.
-        print(f"mindspeed-prof summary: {summary.notes[-1]}", file=sys.stderr)
+        print(safe.lines(f"mindspeed-prof summary: {summary.notes[-1]}"), file=sys.stderr)
         return 1
     return 0 if plotted or not args.plot else 1
 

@@ -1,5 +1,6 @@
 """The captures section of ``summary`` (``output/summary/captures.py``) as terminal lines."""
 
+from . import safe
 from .summary import SHORT
 
 
@@ -34,15 +35,16 @@ def captures_lines(captures):
                             *([_ms(None if s.get("judged_s") is None else s["judged_s"] * 1e6)]
                               if judged else [])]
                            for s, role in sides]
+        rows = [[safe.cell(cell) for cell in row] for row in rows]
         widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
         lines += [("    " + "  ".join(c.ljust(w) for c, w in zip(row, widths))).rstrip()
                   for row in rows]
         if capture["grew"]:
             mine, theirs = capture["anomalous"]["rank"], capture["reference"]["rank"]
             lines.append(f"    grew most per step, rank {mine} against rank {theirs}:")
-            width = max(len(g["name"][:60]) for g in capture["grew"])
+            width = max(len(safe.cell(g["name"][:60])) for g in capture["grew"])
             for grew in capture["grew"]:
-                lines.append(f"      {grew['name'][:60]:<{width}}  "
+                lines.append(f"      {safe.cell(grew['name'][:60]):<{width}}  "
                              f"+{grew['grew_us_per_step'] / 1000:.2f} ms "
                              f"({_ms(grew['anomalous_us_per_step'])} vs "
                              f"{_ms(grew['reference_us_per_step'])})")
@@ -54,4 +56,4 @@ def captures_lines(captures):
         if vs is not None:
             lines.append(f"    its steps took {vs:.2f}x the median that fired the capture")
         lines += [f"    note: {note}" for note in capture["notes"]]
-    return lines
+    return [safe.lines(line) for line in lines]

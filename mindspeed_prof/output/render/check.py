@@ -1,7 +1,7 @@
 """``check``'s report as a terminal table (default) or JSON (``--json``)."""
 
 from ..check.report import VALID, label
-from . import jsontext
+from . import jsontext, safe
 
 MAX_ERRORS_SHOWN = 5
 
@@ -46,7 +46,7 @@ def check_table(report):
         lines.extend(notes)
     lines.append("")
     lines.append(_verdict_line(report))
-    return "\n".join(lines)
+    return safe.lines("\n".join(lines))
 
 
 def _run_notes(prefix, run):
@@ -80,12 +80,15 @@ def _first(items):
 
 def _ranks(numbers):
     numbers = sorted(numbers)
-    if len(numbers) > 2 and numbers == list(range(numbers[0], numbers[-1] + 1)):
+    # a run of consecutive ranks, told without building the range (a rank may be any number)
+    if len(numbers) > 2 and len(set(numbers)) == len(numbers) \
+            and numbers[-1] - numbers[0] == len(numbers) - 1:
         return f"{numbers[0]}-{numbers[-1]}"
     return " ".join(str(n) for n in numbers)
 
 
 def _columns(rows):
+    rows = [[safe.cell(cell) for cell in row] for row in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     return ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])) + "  " + row[-1]
             for row in rows]

@@ -7,6 +7,7 @@ from typing import Any, Dict, List
 
 from ..read.snapshot import load_snapshot
 from ..summary.memory import MemoryEntry
+from . import safe
 
 
 def _mib(n: int) -> str:
@@ -39,7 +40,7 @@ def memory_table(entries: List[MemoryEntry], top: int = 5) -> str:
                              + (f" ({site.blocks} blocks)" if site.blocks > 1 else ""))
         for note in entry.notes:
             lines.append(f"{'':<5} note: {note}")
-    return "\n".join(lines)
+    return safe.lines("\n".join(lines))
 
 
 def memory_csv(entries: List[MemoryEntry], header: bool = False) -> str:
@@ -59,7 +60,7 @@ def memory_csv(entries: List[MemoryEntry], header: bool = False) -> str:
             for site in device.top_sites:
                 writer.writerow(["memory_site", entry.file.rank, "", site.site, name,
                                  "bytes_at_peak", site.bytes])
-    return out.getvalue()
+    return safe.lines(out.getvalue())
 
 
 def write_timeline(snapshot_path: str, out_path: str) -> str:

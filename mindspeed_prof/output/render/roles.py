@@ -4,12 +4,13 @@ import csv
 import io
 
 from ..check.report import label
-from . import jsontext
+from . import jsontext, safe
 
 MS = 1000.0
 
 
 def _columns(rows):
+    rows = [[safe.cell(cell) for cell in row] for row in rows]
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip()
                      for row in rows)
@@ -41,7 +42,7 @@ def role_check_table(result):
     bad = sum(1 for e in result.ranks if e.verdict != "valid")
     lines += ["", f"{len(result.ranks) - bad} of {len(result.ranks)} (role, rank) valid: "
                   f"exit {result.exit_code}"]
-    return "\n".join(lines)
+    return safe.lines("\n".join(lines))
 
 
 def _ms(us):
@@ -68,7 +69,7 @@ def role_summary_table(summary):
         lines += ["", "Per-rank breakdown and top operators of one role or stage:"]
         lines += [f"  mindspeed-prof summary {path}" for path in summary.roots]
     lines += [f"note: {n}" for n in summary.notes]
-    return "\n".join(lines)
+    return safe.lines("\n".join(lines))
 
 
 def role_summary_json(summary):
@@ -87,4 +88,4 @@ def role_summary_csv(summary):
                     writer.writerow((step, role, rank, "step", f"{entry.step_us:.3f}"))
                 for stage, us in sorted(entry.stages.items()):
                     writer.writerow((step, role, rank, stage, f"{us:.3f}"))
-    return out.getvalue()
+    return safe.lines(out.getvalue())

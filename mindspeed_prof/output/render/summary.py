@@ -9,7 +9,7 @@ import statistics
 from ..read import columns
 from ..summary import engine_steps
 from ..summary.compare import backends, merge, slow_ranks, top_items
-from . import jsontext
+from . import jsontext, safe
 from .summary_table import SHORT  # noqa: F401 - the other renderers' names for components
 from .summary_table import summary_table as render_table
 
@@ -101,7 +101,7 @@ def summary_csv(summary):
     for slow in data["slow_ranks"]:
         for key in ("step_time_us", "deviation_us", "deviation_pct", "explained_by"):
             writer.writerow(["slow_ranks", slow["rank"], "", "", "", key, slow[key]])
-    return out.getvalue()
+    return safe.lines(out.getvalue())
 
 
 def _items(writer, section, rank, items):

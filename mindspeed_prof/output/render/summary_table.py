@@ -4,6 +4,7 @@ breakdown was computed from, what each SHARE is a share of, and (``--steps``) ev
 from ..read import columns
 from ..summary import engine_steps
 from ..summary.compare import SLOW_RANK_PCT
+from . import safe
 
 SHORT = {
     "Communication(Not Overlapped)": "Comm(NotOvl)",
@@ -58,7 +59,7 @@ def summary_table(data, steps=False):
     notes += data["notes"]
     if notes:
         lines += [""] + ["note: " + n for n in notes]
-    return "\n".join(lines)
+    return safe.lines("\n".join(lines))
 
 
 def _slow_ranks_lines(entries):
@@ -145,6 +146,7 @@ def _num(value, form=".1f"):
 
 
 def _table(rows):
+    rows = [[safe.cell(cell) for cell in row] for row in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["  ".join(c.rjust(widths[i]) if i and c[:1].isdigit() or c[:1] in "-+" and i
                       else c.ljust(widths[i]) for i, c in enumerate(row)).rstrip()
