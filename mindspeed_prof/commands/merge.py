@@ -5,6 +5,8 @@ Exit 0 only when every rank the job expects is valid (as ``check``), 1 otherwise
 error (a file that is no node report, reports of another version).
 """
 
+from mindspeed_prof.errors import ConfigError
+
 HELP = ("Merge per-node reports (check --node I/N --report FILE) into the job's verdict and "
         "summary, slow ranks against the whole job's median.")
 
@@ -20,6 +22,22 @@ def add_arguments(parser):
 
 
 def run(args):
+    from mindspeed_prof.output.render.safe import usage_errors
+
+    with usage_errors():
+        try:
+            return _run(args)
+        except ConfigError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            # read_reports checks each report's shape; what slips past is still a bad report
+            raise ConfigError(f"REPORT {' '.join(args.reports)}: a value of a node report is "
+                              f"not what `check --report` writes ({type(exc).__name__}: "
+                              f"{exc}); write the reports again with `mindspeed-prof check DIR "
+                              f"--node I/N --report FILE`.") from None
+
+
+def _run(args):
     from mindspeed_prof.output.job.merge import merge_reports
     from mindspeed_prof.output.render import jsontext
     from mindspeed_prof.output.render.check import check_table

@@ -21,7 +21,12 @@ from ...errors import ConfigError
 from ..check.file import FileCheck
 from ..check.report import MISSING, RankReport, Report
 from ..summary.directory import Summary, closing_notes
+from ..read.errors import CorruptFile
+from ..read.regular import read_regular
 from .node_report import FORMAT, VERSION, rank_summary_from
+from .report_shape import shape_problem
+
+MAX_REPORT_BYTES = 1 << 30
 
 
 @dataclass
@@ -41,12 +46,14 @@ def read_reports(paths):
     reports = []
     for path in paths:
         try:
-            with open(path, encoding="utf-8") as handle:
-                data = json.load(handle)
+            data = json.loads(read_regular(path, MAX_REPORT_BYTES))  # never a FIFO's read
+        except CorruptFile as exc:
+            raise ConfigError(f"REPORT {path}: {exc}; give the files `check --report` "
+                              f"wrote.") from None
         except OSError as exc:
             raise ConfigError(f"REPORT {path}: cannot be read ({exc.strerror or exc}); give "
                               f"the files `check --report` wrote.") from None
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
             raise ConfigError(f"REPORT {path}: not JSON ({exc}); was it cut short? Run that "
                               f"node's `check --report` again.") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
@@ -56,6 +63,11 @@ def read_reports(paths):
             raise ConfigError(f"REPORT {path}: node report version {data.get('version')!r}, "
                               f"this mindspeed-prof reads {VERSION}; use the same version on "
                               f"every node and for the merge.")
+        problem = shape_problem(data)
+        if problem:
+            raise ConfigError(f"REPORT {path}: not a node report as `check --report` writes it "
+                              f"({problem}); write it again with `mindspeed-prof check DIR "
+                              f"--node I/N --report FILE`.")
         reports.append((path, data))
     if not reports:
         raise ConfigError("merge: give at least one REPORT.")
