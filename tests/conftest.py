@@ -18,6 +18,10 @@ CURRENT_MEGATRON = (0, 17)
 def pytest_configure(config):
     config.addinivalue_line("markers", "e2e: slow: torchrun jobs with real megatron-core, the benchmark smoke run")
     config.addinivalue_line(
+        "markers", "slow: a unit test that starts other interpreters (subprocesses, spawned ranks, "
+                   "gloo or torchrun jobs) or runs mypy; `-m \"not e2e and not slow\"` is the loop "
+                   "to run between edits, CI runs them all")
+    config.addinivalue_line(
         "markers", "current_megatron: needs megatron-core >= 0.17 (Python >= 3.12); skipped "
                    "elsewhere, run by scripts/test_current_megatron.sh")
 
@@ -31,7 +35,49 @@ def installed_megatron_core():
         return None
 
 
+# The unit tests marked `slow` (see pytest_configure): a file, a file::test (each of its
+# parameters), or file@fixture (each test of the file that uses that fixture: a module-scoped job).
+# Found with --durations: together most of `-m "not e2e"`'s time.
+SLOW_UNIT_TESTS = (
+    "unit/test_inference_patches.py",  # Megatron's engines in a fresh interpreter, test by test
+    "unit/test_megatron_rl_shutdown.py",
+    "unit/test_layering.py",  # fresh interpreters, to see what each import loads
+    "unit/test_typecheck.py",  # mypy
+    "unit/test_cut_units.py::test_a_request_window_a_server_never_completes_is_cut",
+    "unit/test_cut_units.py::test_a_role_resumed_inside_its_window_records_the_steps_that_run",
+    "unit/test_cut_units.py::test_a_window_cut_in_its_first_step_names_the_partial_trace_it_wrote",
+    "unit/test_cut_units.py::test_an_rl_process_killed_inside_its_window_is_cut_not_valid",
+    "unit/test_cut_units.py::test_an_rl_window_ended_early_is_cut_and_keeps_the_steps_it_recorded",
+    "unit/test_bad_input.py::test_every_invalid_flag_combination_exits_2_naming_the_flag_and_the_fix",
+    "unit/test_bad_input.py::test_every_invalid_yaml_file_exits_2_naming_the_key_and_the_fix",
+    "unit/test_bad_input.py::test_training_with_an_invalid_flag_exits_2_with_one_clear_message",
+    "unit/test_two_runs.py@two_jobs",
+    "unit/test_two_runs.py@fewer_ranks",
+    "unit/test_exits.py::test_a_child_killed_during_the_final_flush_is_noted_and_does_not_abort_it",
+    "unit/test_exits.py::test_sigterm_after_close_waits_for_the_export_still_running_then_dies_of_sigterm",
+    "unit/test_exits.py::test_sigterm_while_the_last_step_of_a_window_saves_its_trace_keeps_the_trace",
+    "unit/test_analyse_command.py::test_fake_torch_npu_offline_capture_is_parsed_end_to_end",
+    "unit/test_torch_breakdown.py@gloo_job",
+    "unit/test_role_profiler.py::test_exit_inside_a_step_writes_the_trace_and_a_final_manifest_that_says_cut",
+    "unit/test_node_reports.py::test_nodes_as_separate_processes_merge_to_the_single_machine_verdict",
+    "unit/test_exchange.py@results",
+    "unit/test_show_config.py::test_a_closed_pipe_ends_the_command_quietly",
+    "unit/test_autoload.py::test_pth_line_arms_the_patches_when_profile_is_on_the_command_line",
+)
+
+
+def is_slow_unit_test(item):
+    path = os.path.relpath(str(item.path), TESTS).replace(os.sep, "/")
+    name = getattr(item, "originalname", item.name)
+    return any(entry in (path, f"{path}::{name}")
+               or (entry.startswith(path + "@") and entry.split("@", 1)[1] in item.fixturenames)
+               for entry in SLOW_UNIT_TESTS)
+
+
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if is_slow_unit_test(item):
+            item.add_marker(pytest.mark.slow)
     core = installed_megatron_core()
     if core is not None and core >= CURRENT_MEGATRON:
         return
