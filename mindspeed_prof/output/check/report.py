@@ -6,10 +6,12 @@ Verdicts, from best to worst (a rank gets the worst of its captures):
     cut           the run ended inside the window (a signal, an exception, sys.exit, a loop
                   that stopped early): the files are good for the iterations it kept, and the
                   trace's steps match them, but the window is not the one asked for
-    incomplete    a promised file (or column, or profiled step) is missing
+    incomplete    a promised file (or column, or profiled step) is missing, or the rank is
+                  known only from its allocator snapshot (nothing says what it recorded)
     unparsed      raw data but no ASCEND_PROFILER_OUTPUT: run `mindspeed-prof analyse`
     not_stopped   no profiler_info*.json: the profiler's stop() never ran
-    corrupt       a file is empty, cut short or unreadable
+    corrupt       a file is empty, cut short or unreadable (its manifest included), is not
+                  a regular file, or holds another rank's capture (copied over this one's)
     missing       an expected rank left no output at all
 
 One exit rule: ``check`` exits 0 only when every expected rank is valid (a cut rank exits 1).

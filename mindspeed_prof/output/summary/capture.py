@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ...layout import ASCEND_OUTPUT_DIR
 from .. import cache
-from ..read import columns, dbsummary, kernels
+from ..read import claims, columns, dbsummary, kernels
 from ..read.csvtable import CsvTable, number
 from ..read.errors import CorruptFile
 from . import aggregate, npu_db, requests, torchtrace
@@ -144,6 +144,11 @@ def _torch(run, rank_summary):
         return
     rank_summary.backend = rank_summary.backend or "torch"
     rank_summary.sources.append(run.rel)
+    for where, rank in claims.torch_trace(run.path, distributed=False):
+        if rank != rank_summary.rank:  # check calls it corrupt; the numbers are shown, named
+            rank_summary.notes.append(f"{run.rel} holds rank {rank}'s capture ({where} says "
+                                      f"{rank}): these numbers are rank {rank}'s, copied over "
+                                      f"rank {rank_summary.rank}'s")
     rank_summary.basis = rank_summary.basis or trace.basis or None
     known = {s["step"] for s in rank_summary.steps}
     for step, dur in sorted(trace.steps.items()):
