@@ -4,7 +4,7 @@ files show; no file hangs a reader, fills its memory, or reaches the terminal ra
 one clear line, never a traceback.
 
 The hangs are tested in a child process with a timeout: on a reader that hangs, the test fails
-at the timeout instead of hanging the suite.
+at the timeout instead of hanging the suite (those tests are marked slow: child interpreters).
 """
 
 import copy
@@ -139,6 +139,7 @@ def test_a_rank_whose_manifest_cannot_be_read_is_not_valid(tmp_path, capsys, man
 # §4: readers bounded, never hung, never injected
 
 
+@pytest.mark.slow  # child interpreters, each a few seconds to start
 def test_a_pickle_of_shared_references_is_walked_once_per_object_not_as_a_tree(tmp_path):
     data = pickle.dumps(shared_references())
     assert len(data) < 500
@@ -158,6 +159,7 @@ def test_a_pickle_of_shared_references_is_walked_once_per_object_not_as_a_tree(t
     assert codes == [0], output
 
 
+@pytest.mark.slow  # child interpreters, each a few seconds to start
 def test_step_ids_far_apart_are_judged_without_building_the_range_between_them(tmp_path):
     events = [{"ph": "X", "name": f"ProfilerStep#{n}", "cat": "user_annotation", "pid": 1,
                "tid": 1, "ts": float(i), "dur": 1.0} for i, n in enumerate((5, 10 ** 12))]
@@ -171,6 +173,7 @@ def test_step_ids_far_apart_are_judged_without_building_the_range_between_them(t
     assert "spans 999999999996 units: no profiler records that many in one window" in output
 
 
+@pytest.mark.slow  # child interpreters, each a few seconds to start
 @pytest.mark.parametrize("kind", ["manifest", "snapshot", "trace", "/dev/zero snapshot"])
 def test_a_fifo_or_a_device_in_place_of_a_file_is_skipped_and_said(tmp_path, kind):
     name = {"manifest": "profile_manifest_rank0.json",
