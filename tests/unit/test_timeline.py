@@ -82,6 +82,11 @@ def test_merged_file_opens_as_json_with_one_process_per_rank_named_with_its_plac
     assert set(meta["offsets_us"]) == {"0", "1"} and meta["aligned_on"].startswith(
         "start and end of ProfilerStep#5-7")
     assert f"({os.path.getsize(out) / 1024:,.1f} KB)" in printed
+    # Perfetto reads displayTimeUnit only before the events, and stops at a key it does not
+    # know: ours comes after every event
+    text = gzip.open(out, "rt", encoding="utf-8").read()
+    assert text.startswith('{"displayTimeUnit":"ms","traceEvents":[')
+    assert text.index('"mindspeed_prof":') > text.rindex('"ph":')
     assert "rank 1 · tp1 pp0 dp0" in printed and "offset +0.0 µs" in printed
 
 

@@ -1,5 +1,5 @@
 """The merged file, written event by event: gzip JSON that Chrome's trace viewer and Perfetto
-open (``{"traceEvents": [...], "displayTimeUnit": "ms", "mindspeed_prof": {...}}``).
+open (``{"displayTimeUnit": "ms", "traceEvents": [...], "mindspeed_prof": {...}}``).
 
 One rank at a time, one piece of its file at a time (``read/jsonstream.py``): memory holds a
 piece of events and, per rank, its thread and id maps, whatever the number of ranks. Each rank
@@ -24,7 +24,9 @@ from ..deps import need
 from ..read import jsonstream
 from ..read.tracescan import STEP_PREFIX, step_number, to_float
 
-HEADER = b'{"traceEvents":[\n'
+# displayTimeUnit first: Perfetto counts one read after the events as "too late"; our own key
+# last: a reader that stops at a key it does not know has read every event by then
+HEADER = b'{"displayTimeUnit":"ms","traceEvents":[\n'
 WITH_IDS = frozenset(("s", "t", "f", "b", "e", "n", "S", "T", "F", "p"))
 PART_COPY_BYTES = 1 << 20
 COUNTS_SUFFIX = ".counts"
@@ -131,7 +133,7 @@ class TimelineWriter:
 
     def close(self, metadata: dict) -> int:
         """Finish the file with ``metadata`` under ``"mindspeed_prof"``; its size in bytes."""
-        tail = b'\n],"displayTimeUnit":"ms","mindspeed_prof":' + \
+        tail = b'\n],"mindspeed_prof":' + \
             self._types["encode"](metadata) + b"}\n"
         self._out.write(tail)
         self._out.close()
