@@ -185,9 +185,12 @@ def _npu(run, report, config, read, kept):
     report.warnings.extend(settings.notes)
     report.errors, report.error_count = logscan.error_lines(run.path)
     out_dir = os.path.join(run.path, ASCEND_OUTPUT_DIR)
-    # a database's -wal/-shm are SQLite's, not deliverables: the database's check reads them
+    # a database's -wal/-shm are SQLite's, not deliverables: the database's check reads them;
+    # a FIFO or a device is listed, and its check says it was not read
     names = sorted(n for n in os.listdir(out_dir) if not sqlitecheck.is_side_file(n)
-                   and os.path.isfile(os.path.join(out_dir, n))) if os.path.isdir(out_dir) else []
+                   and os.path.exists(os.path.join(out_dir, n))
+                   and not os.path.isdir(os.path.join(out_dir, n))) \
+        if os.path.isdir(out_dir) else []
     if not names:
         if report.verdict == NOT_STOPPED:
             return  # nothing can parse a capture that never stopped: no advice to add

@@ -18,6 +18,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 
 from .errors import CorruptFile
+from .regular import check_regular
 
 MAGIC = b"SQLite format 3\x00"
 # quick_check reads every page; above this size it would dominate ``check``'s run time.
@@ -41,7 +42,9 @@ class DbInfo:
 
 def connect(path):
     """A read-only, immutable connection: SQLite writes nothing beside the file, not even the
-    ``-wal``/``-shm`` of a WAL-mode database. ``CorruptFile`` when it cannot be opened."""
+    ``-wal``/``-shm`` of a WAL-mode database. ``CorruptFile`` when it cannot be opened, or is
+    no regular file (SQLite would wait on a FIFO's read)."""
+    check_regular(path)
     uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro&immutable=1"
     try:
         return sqlite3.connect(uri, uri=True)
