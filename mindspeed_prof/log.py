@@ -1,5 +1,6 @@
 """Console messages, prefixed so they stand out in an interleaved multi-rank training log."""
 
+import os
 import sys
 
 PREFIX = "[mindspeed_prof]"
@@ -24,6 +25,13 @@ def _write(line, stream):
         stream.flush()
     except (OSError, ValueError):  # a broken pipe, or a closed file
         _lost += 1
+    except RuntimeError:
+        # "reentrant call": a signal handler's message while the code it interrupted was inside
+        # this stream's own write (the buffer is that thread's): straight to the descriptor.
+        try:
+            os.write(stream.fileno(), (line + "\n").encode(errors="replace"))
+        except (OSError, ValueError, RuntimeError, AttributeError):
+            _lost += 1
 
 
 def lost_writes():

@@ -36,6 +36,9 @@ class profile:
         self.parallel = parallel
         self.iteration = first_iteration
         self.manager: Optional[TrainingDriver] = None
+        # Inside the `with` block. Not `manager.closed`: a SIGTERM whose host handler lets the
+        # loop go on closes the manager inside the block, and step() must not fail the loop.
+        self._inside = False
 
     def __enter__(self) -> "profile":
         if self.manager is not None:
@@ -47,12 +50,13 @@ class profile:
         manager.arm(first_iteration=self.first_iteration, train_iters=self.train_iters,
                     exit_interval=self.exit_interval)
         self.manager = manager  # only once armed: a refused start may be fixed and retried
+        self._inside = True
         self.manager.step_begin(self.iteration)
         return self
 
     def step(self) -> None:
         """The current iteration finished; the next one begins."""
-        if self.manager is None or self.manager.closed:
+        if self.manager is None or not self._inside:
             raise RuntimeError("profile.step() was called outside its `with` block; call it "
                                "inside `with mindspeed_prof.profile(...) as prof:`.")
         self.manager.step_end(self.iteration)
@@ -61,6 +65,7 @@ class profile:
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         reason, detail = exit_reason(exc_type, exc)
+        self._inside = False
         if self.manager is None:
             return False
         if exc_type is None:

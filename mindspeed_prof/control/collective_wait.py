@@ -17,7 +17,10 @@ import threading
 import time
 from typing import Any, Dict, Optional
 
-_lock = threading.Lock()
+# Reentrant: a SIGTERM's flush (exits.py) that stops another recorder's poll runs uninstall()
+# on the main thread, maybe inside the install() or uninstall() it interrupted; either sees a
+# count it can act on, never a lock its own thread holds.
+_lock = threading.RLock()
 _users = 0
 _original: Any = None
 _waited: Dict[int, float] = {}  # thread ident -> seconds waited so far

@@ -21,6 +21,14 @@ One mechanism for every scenario (training, plain loops, inference and RL driver
   way it would have; a second SIGINT is delivered at once, so Ctrl-C twice still interrupts a
   flush that hangs), and console writes that fail (a closed pipe) are dropped. What happened is
   kept in ``ExitEvents`` for the manifest.
+* ``signal_safe`` and ``SignalSafeLock``: Python runs a signal handler on the main thread between
+  two bytecodes of whatever that thread was doing, so a handler that flushed there could wait
+  for a lock the interrupted code holds (a manifest half written: the process never ends) or
+  find a recorder half way through opening a session. Every lock a flush takes is a
+  ``SignalSafeLock``, and every state change a flush reads (a unit's begin and end) runs in a
+  ``signal_safe`` section: while the main thread is in one, our handlers only note the signal,
+  and the section's end delivers it again, at the first moment the flush can run whole. A
+  second Ctrl-C is not noted: it interrupts at once, as it does a flush that hangs.
 """
 
 import atexit
@@ -61,11 +69,90 @@ class ExitEvents:
         return out
 
 
+class _Sections(threading.local):
+    """Per thread: how deep it is in ``signal_safe`` sections (only the main thread's count
+    matters: handlers run there)."""
+
+    depth = 0
+
+
+_sections = _Sections()
+_pending: List[int] = []  # signals our handlers noted inside the main thread's sections
+
+
+class _SignalSafe:
+    """``with signal_safe:`` a section our signal handlers do not run inside (on the main
+    thread): a signal that lands in it is delivered again when the outermost section ends."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        _sections.depth += 1
+
+    def __exit__(self, *exc: Any) -> None:
+        _sections.depth -= 1
+        if not _sections.depth and _pending and _main_thread():
+            _deliver_pending()
+
+
+signal_safe = _SignalSafe()
+
+
+class SignalSafeLock:
+    """A lock whose holder, on the main thread, runs in a ``signal_safe`` section: our handlers
+    never wait for it on the thread that holds it (they wait, bounded, for other threads)."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self, reentrant: bool = False) -> None:
+        self._lock = threading.RLock() if reentrant else threading.Lock()
+
+    def __enter__(self) -> "SignalSafeLock":
+        _sections.depth += 1
+        try:
+            self._lock.acquire()
+        except BaseException:
+            signal_safe.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._lock.release()
+        signal_safe.__exit__()
+
+
+def _deferred(signum: int) -> bool:
+    """Our handler's first question: True when the main thread is inside a section, the signal
+    then noted for the section's end."""
+    if not _sections.depth:
+        return False
+    _pending.append(signum)
+    return True
+
+
+def _deliver_pending() -> None:
+    """The outermost section ended: deliver what landed in it to the handlers installed now
+    (a final flush's hold, ours, or the one put back), synchronously (raise_signal runs the
+    Python handler before it returns)."""
+    while _pending:
+        signal.raise_signal(_pending.pop(0))
+
+
+def _forget_sections() -> None:
+    # A forked child runs none of its parent's sections.
+    _sections.depth = 0
+    del _pending[:]
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_sections)
+
+
 class _Process:
     """The process-wide part: one SIGTERM handler, the registered flushers, the open guard."""
 
     def __init__(self) -> None:
-        self.lock = threading.RLock()
+        self.lock = SignalSafeLock(reentrant=True)
         self.flushers: List["FlushOnExit"] = []
         self.handler: Any = None  # ours, while installed
         self.previous: Any = None  # the handler ours chains to
@@ -77,6 +164,10 @@ class _Process:
         # not make the main thread's flush (a signal's) an inner block that holds nothing.
         self.flushing = threading.local()
         self.interrupted = False  # a SIGINT reached the process (Ctrl-C)
+        # The handlers the main thread's final_flush() holds in place of while it runs: what
+        # (un)installing ours changes then, so the block's end puts back the right ones.
+        self.saved: Optional[dict] = None
+        self.insisting = False  # a second Ctrl-C: interrupts even inside a section
 
 
 _process = _Process()
@@ -93,10 +184,28 @@ def signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
+def _handler(signum: int) -> Any:
+    """The handler of ``signum`` as the process will have it outside a final flush's hold."""
+    saved = _process.saved
+    if saved is not None and signum in saved:
+        return saved[signum]
+    return signal.getsignal(signum)
+
+
+def _set_handler(signum: int, handler: Any) -> None:
+    saved = _process.saved
+    if saved is not None and signum in saved:
+        saved[signum] = handler  # the hold puts it in place when the flush ends
+    else:
+        signal.signal(signum, handler)
+
+
 def install_signal_flush(pin: bool = False) -> None:
     """Take SIGTERM over, chained to the current handler; once per process, main thread only.
 
-    ``pin``: keep it installed when no recorder is registered (until ``uninstall_signal_flush``)."""
+    ``pin``: keep it installed when no recorder is registered (until ``uninstall_signal_flush``).
+    A process that ignores SIGTERM (or SIGINT) keeps ignoring it: a signal it ignores never ends
+    it, and atexit flushes when it does end."""
     if not _main_thread():
         return
     state = _process
@@ -105,19 +214,21 @@ def install_signal_flush(pin: bool = False) -> None:
         if state.owner != os.getpid():
             state.handler, state.replaced = None, False  # a forked child starts afresh
         if state.handler is not None:
-            if signal.getsignal(signal.SIGTERM) is not state.handler:
+            if _handler(signal.SIGTERM) is not state.handler:
                 state.replaced = True
             return
-        current = signal.getsignal(signal.SIGTERM)
-        if current is None:
-            return  # a handler installed from C: we could not chain to it
-        state.previous, state.owner, state.replaced = current, os.getpid(), False
+        current = _handler(signal.SIGTERM)
+        if current is None or current == signal.SIG_IGN:
+            return  # installed from C (we could not chain to it), or ignored by the host
+        if current is not mindspeed_prof_flush_on_sigterm:  # never chained to itself
+            state.previous = current
+        state.owner, state.replaced = os.getpid(), False
         state.handler = mindspeed_prof_flush_on_sigterm
-        signal.signal(signal.SIGTERM, mindspeed_prof_flush_on_sigterm)
-        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        _set_handler(signal.SIGTERM, mindspeed_prof_flush_on_sigterm)
+        if _handler(signal.SIGINT) is signal.default_int_handler:
             # Only noted: servers catch the KeyboardInterrupt (werkzeug's serve_forever) and end
             # normally, and the manifest must still say the run was interrupted.
-            signal.signal(signal.SIGINT, mindspeed_prof_note_sigint)
+            _set_handler(signal.SIGINT, mindspeed_prof_note_sigint)
 
 
 def uninstall_signal_flush() -> None:
@@ -127,14 +238,19 @@ def uninstall_signal_flush() -> None:
         handler, state.handler, state.pinned = state.handler, None, False
         if handler is None or not _main_thread() or state.owner != os.getpid():
             return
-        if signal.getsignal(signal.SIGTERM) is handler:
-            signal.signal(signal.SIGTERM, state.previous)
-        if signal.getsignal(signal.SIGINT) is mindspeed_prof_note_sigint:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+        if _handler(signal.SIGTERM) is handler:
+            _set_handler(signal.SIGTERM, state.previous)
+        if _handler(signal.SIGINT) is mindspeed_prof_note_sigint:
+            _set_handler(signal.SIGINT, signal.default_int_handler)
 
 
 def mindspeed_prof_flush_on_sigterm(signum, frame):
-    """The process's SIGTERM handler while ours (named so that a handler dump says whose)."""
+    """The process's SIGTERM handler while ours (named so that a handler dump says whose).
+
+    Inside a ``signal_safe`` section it only notes the signal: the section's end delivers it
+    again, and the flush then runs with no lock of ours held by the code it interrupted."""
+    if _deferred(signum):
+        return
     state = _process
     if state.owner == os.getpid():
         # One bound for every recorder together: torchrun's SIGKILL does not wait for each.
@@ -147,8 +263,16 @@ def mindspeed_prof_flush_on_sigterm(signum, frame):
 
 
 def mindspeed_prof_note_sigint(signum, frame):
-    """SIGINT: noted for the manifest, then Python's own handler (KeyboardInterrupt)."""
-    _process.interrupted = True
+    """SIGINT: noted for the manifest, then Python's own handler (KeyboardInterrupt), at the end
+    of the section it landed in; a second one, or one a final flush was asked twice, at once."""
+    state = _process
+    state.interrupted = True
+    if not state.insisting:
+        if signum in _pending:
+            _pending.remove(signum)  # Ctrl-C twice: a person insists
+        elif _deferred(signum):
+            return
+    state.insisting = False
     signal.default_int_handler(signum, frame)
 
 
@@ -222,7 +346,9 @@ def final_flush() -> Iterator[ExitEvents]:
     saved, lost_before = {}, log.lost_writes()
     try:
         if outer and _main_thread():
-            saved = _hold_signals(events)
+            with signal_safe:  # a signal landing while the holds go in waits for them
+                saved = _hold_signals(events)
+                _process.saved = saved
         yield events
     finally:
         flushing.depth -= 1
@@ -230,6 +356,7 @@ def final_flush() -> Iterator[ExitEvents]:
             events.console_writes_lost += log.lost_writes() - lost_before
             flushing.events = None
         if saved:
+            _process.saved = None
             _release_signals(saved, events)
 
 
@@ -237,8 +364,8 @@ def _hold_signals(events: ExitEvents) -> dict:
     saved = {}
     for signum in HELD_SIGNALS:
         handler = signal.getsignal(signum)
-        if handler is None:  # installed from C: cannot be restored from Python
-            continue
+        if handler is None or handler == signal.SIG_IGN:
+            continue  # installed from C (cannot be restored from Python), or ignored: kept
         saved[signum] = handler
 
         def hold(received, frame):
@@ -248,6 +375,7 @@ def _hold_signals(events: ExitEvents) -> dict:
                 # comes again from launchers forwarding it, SLURM and torchrun both: held.)
                 events.held.remove(received)  # delivered now, not again after the block
                 signal.signal(received, saved[received])
+                _process.insisting = saved[received] is mindspeed_prof_note_sigint
                 os.kill(os.getpid(), received)
                 return
             events.held.append(received)

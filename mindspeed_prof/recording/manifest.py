@@ -62,7 +62,6 @@ import json
 import os
 import re
 import socket
-import threading
 import time
 from typing import Any, Dict, Iterable, List, Optional
 
@@ -70,6 +69,7 @@ from .. import log
 from ..config.budget import used_bytes
 from ..errors import ConfigError
 from ..layout import manifest_path
+from .exits import SignalSafeLock
 from .manifest_entries import PlannedWindow, WindowEntry, overall_status
 from .run_id import job_run
 from ..version import __version__
@@ -82,7 +82,7 @@ STATUSES = ("armed", "running", "parsing", "unparsed", "complete", "cut", "faile
 # Manifests an open recorder of this process writes: a second recorder for the same rank and
 # save path (a role's profiler created twice) would rewrite the first one's and orphan its trace.
 _LIVE: set = set()
-_LIVE_LOCK = threading.Lock()
+_LIVE_LOCK = SignalSafeLock()
 
 
 def claim_for_recorder(path: str) -> None:
@@ -130,7 +130,9 @@ class Manifest:
                  selected_ranks=None, parallel=None, versions=None):
         hostname, pid, (run_id, run_id_source) = socket.gethostname(), os.getpid(), job_run()
         self.path = _claim(path, hostname, pid, run_id)
-        self._lock = threading.Lock()  # the export thread and the training thread both save
+        # The export thread and the training thread both save; a signal's flush saves too, so
+        # on the main thread a save is a section our handlers wait for the end of.
+        self._lock = SignalSafeLock()
         self._write_failed = False
         self.data = {
             "schema": SCHEMA,
@@ -278,13 +280,15 @@ class Manifest:
             with open(tmp, "w") as handle:
                 json.dump(self.data, handle, indent=2, default=str)
             os.replace(tmp, self.path)
-        except OSError as exc:
-            # The manifest reports on the profile; failing to write it (disk full, save path
-            # gone) must not become the training's failure, but it must not go unsaid either.
+        except BaseException as exc:
             try:
-                os.unlink(tmp)
+                os.unlink(tmp)  # never a half-written temporary file beside the manifest
             except OSError:
                 pass
+            if not isinstance(exc, OSError):
+                raise  # a host's own signal handler raising here, say
+            # The manifest reports on the profile; failing to write it (disk full, save path
+            # gone) must not become the training's failure, but it must not go unsaid either.
             if not self._write_failed:
                 self._write_failed = True
                 log.error(f"cannot write {self.path} ({exc.strerror or exc}): this rank's manifest "

@@ -29,7 +29,7 @@ from .. import backends, log
 from ..control import trigger
 from ..control.captures import CapturePoll
 from ..config.profiler_config import ProfilerConfig
-from .exits import FlushOnExit, final_flush
+from .exits import FlushOnExit, SignalSafeLock, final_flush, signal_safe
 from .manifest import Manifest, open_manifest
 from .notices import announce_plan, config_notes, wrong_thread_words
 from .on_demand import OnDemandWindows
@@ -75,7 +75,7 @@ class WindowRecorder(RecorderPolling, RecorderShutdown, OnDemandWindows):
         self._session: Optional[Session] = None
         self._windows_opened = 0
         self._state = State.IDLE
-        self._lock = threading.Lock()
+        self._lock = SignalSafeLock()  # a window saved from the export thread, or a signal's flush
         self._flush = FlushOnExit(self.close, wait=self.wait)
         self._watcher: Optional[trigger.TriggerWatcher] = None
         self._poller: Optional[CapturePoll] = None  # the trigger's and the capture rules' poll
@@ -162,19 +162,22 @@ class WindowRecorder(RecorderPolling, RecorderShutdown, OnDemandWindows):
         if self._poller is not None and n % self.config.profile_trigger_poll == 0:
             with reporting(self.report, "trigger", self.unit.owner):
                 self._poll(n)
-        state = self._state
-        if state is State.ARMED:
-            self._open_due(n)
-        elif state is State.RUNNING and self._on_session_thread("step"):
-            session = self._session
-            if self._stop_wanted is not None:
-                self._stop_here(None)
-                return
-            ended = False
-            with session.failing_safely("step"):
-                ended = session.catch_up(n)
-            if ended:
-                self._finish_window()  # the window ended among units the host skipped
+        # A signal's flush reads what opening a session writes: it waits for the unit's
+        # boundary to be crossed whole (the poll above may wait on other ranks: not inside).
+        with signal_safe:
+            state = self._state
+            if state is State.ARMED:
+                self._open_due(n)
+            elif state is State.RUNNING and self._on_session_thread("step"):
+                session = self._session
+                if self._stop_wanted is not None:
+                    self._stop_here(None)
+                    return
+                ended = False
+                with session.failing_safely("step"):
+                    ended = session.catch_up(n)
+                if ended:
+                    self._finish_window()  # the window ended among units the host skipped
 
     def end(self, n: int, failure: Optional[Failure] = None, *, fatal: bool = True) -> None:
         """Unit ``n`` finished; ``failure`` (reason, detail): an exception ended it, so it is not
@@ -182,8 +185,11 @@ class WindowRecorder(RecorderPolling, RecorderShutdown, OnDemandWindows):
         that cannot be how the process ends (a request whose caller left its stream unread)."""
         if failure is not None and fatal:
             self._failure = failure
-        if self._state is not State.RUNNING or not self._on_session_thread("step"):
-            return
+        with signal_safe:  # a signal's flush waits for the unit's end to be recorded whole
+            if self._state is State.RUNNING and self._on_session_thread("step"):
+                self._end_running(n, failure)
+
+    def _end_running(self, n: int, failure: Optional[Failure]) -> None:
         session = self._session
         if failure is not None or self._stop_wanted is not None:
             self._stop_here(failure)
@@ -214,7 +220,9 @@ class WindowRecorder(RecorderPolling, RecorderShutdown, OnDemandWindows):
         if self._state is not State.RUNNING or session is None:
             return _NO_RANGE
         if self._stop_wanted is not None and session.on_own_thread:
-            self._stop_here(None)
+            with signal_safe:
+                if self._state is State.RUNNING:
+                    self._stop_here(None)
             return _NO_RANGE
         return session.range(name)
 
@@ -222,8 +230,9 @@ class WindowRecorder(RecorderPolling, RecorderShutdown, OnDemandWindows):
         """Unit ``n`` was begun but did not run (the loop that began it ended instead): its
         profiler step is left out of the trace (torch), or the manifest names it (``never_ran``)
         for check to discount (NPU, parsed later by torch_npu)."""
-        if self._state is State.RUNNING:
-            self._session.retract(n)
+        with signal_safe:
+            if self._state is State.RUNNING:
+                self._session.retract(n)
 
     def _on_session_thread(self, phase: str) -> bool:
         if self._session.on_own_thread:

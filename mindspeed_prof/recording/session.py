@@ -19,7 +19,7 @@ from typing import Any, Callable, ContextManager, Iterator, List, Optional
 
 from .. import backends
 from ..backends.memory import WindowMemory
-from .exits import final_flush
+from .exits import SignalSafeLock, final_flush
 from .manifest import WindowEntry
 from .notices import failure_fix
 from ..config.window import StepSchedule
@@ -33,7 +33,7 @@ class SessionSlot:
 
     def __init__(self) -> None:
         self._holder: Any = None
-        self._lock = threading.Lock()
+        self._lock = SignalSafeLock()  # a signal's flush releases the slot
 
     def claim(self, owner: Any) -> Any:
         """Take the slot for ``owner``: None when it now holds it, else the owner that does.

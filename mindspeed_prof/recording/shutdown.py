@@ -13,12 +13,11 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Tuple
 
 from .. import log
-from .exits import final_flush
 from ..layout import manifest_path
 from .manifest import release_for_recorder
 from .manifest_entries import PlannedWindow
 from .notices import session_cut_words
-from .exits import FlushOnExit
+from .exits import FlushOnExit, SignalSafeLock, final_flush, signal_safe
 from .manifest import Manifest
 from .session import PROCESS, Session
 from ..control.trigger import TriggerWatcher
@@ -58,7 +57,7 @@ class RecorderShutdown:
     _session: Optional[Session]
     _state: State
     _windows_opened: int
-    _lock: threading.Lock
+    _lock: SignalSafeLock
     _flush: FlushOnExit
     _watcher: Optional[TriggerWatcher]
     _poller: Any  # captures.CapturePoll, where the recorder polls
@@ -154,9 +153,15 @@ class RecorderShutdown:
 
         ``wait=False`` leaves a background export running (its thread keeps the process alive
         and finishes the manifest); see ``wait()``."""
-        if self.closed:
-            return
-        self.closed = True
+        # Begun, a close runs whole: a Ctrl-C landing before its final flush holds signals
+        # would leave a manifest that never says how the run ended.
+        with signal_safe:
+            if not self.closed:
+                self.closed = True
+                self._close(reason, detail, wait_timeout, wait)
+
+    def _close(self, reason: str, detail: Optional[str], wait_timeout: Optional[float],
+               wait: bool) -> None:
         if reason == "process exit" and self._failure is not None \
                 and self._failure[0] in ("sys.exit", "interrupted"):
             # The exit flush does not know how the process ended; a unit that sys.exit or

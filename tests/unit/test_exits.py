@@ -311,3 +311,231 @@ def test_sigterm_while_the_last_step_of_a_window_saves_its_trace_keeps_the_trace
     assert data["exit"]["reason"] == "signal"
     if unit == "request":  # the job stopped after request 2 of the window 2-3: that is cut
         assert data["planned"][0]["status"] == "cut" and data["planned"][0]["recorded"] == [2]
+
+
+# -- a signal lands where the interrupted code holds what the flush needs (issue 29 §0) --------
+
+HANG_S = 120  # a child that has not ended by then hangs (a few seconds on a quiet machine)
+
+# A plain loop with a window at iterations 2-3 in a child; the injection makes the signal land
+# at one chosen point, where the old handler waited for a lock its own thread held, for good.
+LOOP_WITH_A_SIGNAL_AT = """
+    import torch
+    from mindspeed_prof import ProfilerConfig, profile
+    from mindspeed_prof.recording import manifest as manifest_module, session as session_module
+    def signal_now():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)  # the handler has run by now, wherever it was going to run
+    where = {where!r}
+    if where == "a manifest write":  # the manifest's lock held, its temporary file half written
+        real_write = manifest_module.Manifest._write
+        def write(self):
+            if self.data["status"] == "running" and not self.data["windows"][0]["files"]:
+                signal_now()
+            return real_write(self)
+        manifest_module.Manifest._write = write
+    elif where == "the session slot":  # the process's one-session slot held
+        class Holder:
+            @property
+            def closed(self):
+                signal_now()
+                return True
+            def describe(self):
+                return "a closed recorder"
+        session_module.PROCESS._holder = Holder()
+    config = ProfilerConfig(profile=True, profile_step_start=2, profile_step_end=4,
+                            profile_save_path={save!r}, profile_backend="torch",
+                            profile_ranks=[0])
+    with profile(config, train_iters=6, rank=0, world_size=1) as prof:
+        for n in range(1, 7):
+            torch.randn(4, 4).sum()
+            prof.step()
+    print("not reached", flush=True)
+"""
+
+
+@pytest.mark.parametrize("where", ["a manifest write", "the session slot"])
+def test_sigterm_landing_where_the_loop_holds_a_lock_the_flush_takes_still_ends_the_process(
+        tmp_path, where):
+    # Before: the handler's flush waited for the manifest's (or the slot's) lock, which the
+    # code it interrupted held on the same thread: the process never ended (SLURM killed it).
+    try:
+        done = run_child(LOOP_WITH_A_SIGNAL_AT.format(where=where, save=str(tmp_path)),
+                         timeout=HANG_S)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"SIGTERM landing in {where} hung the process")
+    assert done.returncode == -signal.SIGTERM, done.stderr[-2000:]
+    assert "not reached" not in done.stdout
+    data = json.loads((tmp_path / "profile_manifest_rank0.json").read_text())
+    assert data["exit"] == {"reason": "signal", "detail": "SIGTERM"}
+    window = data["windows"][0]  # opened at iteration 1 (its warm-up), then cut by the signal
+    assert window["cut"]["reason"] == "signal" and window["status"] != "running", window
+    assert not [f for f in os.listdir(tmp_path) if ".tmp." in f]
+
+
+def test_sigterm_landing_while_a_second_role_claims_its_manifest_ends_the_process(tmp_path):
+    # Two roles in one process: the first records, the second claims its manifest path (a
+    # process-wide lock) when the signal lands; the first one's flush releases its own claim.
+    done = run_child(f"""
+        import torch
+        from mindspeed_prof import ProfilerConfig, role_profiler
+        from mindspeed_prof.recording import manifest as manifest_module
+        class SignallingSet(set):
+            def add(self, key):
+                if key.endswith(os.path.join("critic", "profile_manifest_rank0.json")):
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    time.sleep(0.2)
+                super().add(key)
+        manifest_module._LIVE = SignallingSet()
+        config = ProfilerConfig(profile=True, profile_step_start=1, profile_step_end=-1,
+                                profile_save_path={str(tmp_path)!r}, profile_backend="torch",
+                                profile_ranks=[0])
+        actor = role_profiler("actor", config, rank=0, world_size=1)
+        with actor.step(1):
+            torch.randn(4, 4).sum()
+        critic = role_profiler("critic", config, rank=0, world_size=1)
+        print("not reached", flush=True)
+    """, timeout=HANG_S)
+    assert done.returncode == -signal.SIGTERM, done.stderr[-2000:]
+    actor = json.loads((tmp_path / "actor" / "profile_manifest_rank0.json").read_text())
+    assert actor["exit"] == {"reason": "signal", "detail": "SIGTERM"}
+
+
+def test_a_recorder_armed_after_another_one_closed_chains_sigterm_to_the_hosts_handler():
+    # Before: a close (inside its final flush) left our handler installed in place of the
+    # host's; the next recorder then chained to itself and SIGTERM ended in RecursionError,
+    # the process going on.
+    done = run_child("""
+        calls = []
+        def host(signum, frame):
+            calls.append("host")
+            print(json.dumps({"calls": calls}), flush=True)
+            sys.exit(3)
+        signal.signal(signal.SIGTERM, host)
+        put_back = []
+        for _ in range(2):
+            flush = exits.FlushOnExit(lambda *a, **k: None)
+            flush.install()
+            with exits.final_flush():  # how a recorder closes
+                flush.uninstall()
+            put_back.append(signal.getsignal(signal.SIGTERM) is host)
+        calls.append(put_back)
+        exits.FlushOnExit(lambda reason, detail, wait_timeout=None:
+                          calls.append(f"closed: {detail}")).install()
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+    """)
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert last_json(done)["calls"] == [[True, True], "closed: SIGTERM", "host"]
+
+
+def test_a_sigterm_whose_host_handler_returns_lets_the_plain_loop_run_on(tmp_path):
+    # A host that shuts down by itself notes SIGTERM and ends its loop later: the profile is
+    # flushed at the signal, and the loop's next prof.step() must not fail the loop.
+    done = run_child(f"""
+        import torch
+        from mindspeed_prof import ProfilerConfig, profile
+        signal.signal(signal.SIGTERM, lambda signum, frame: None)
+        config = ProfilerConfig(profile=True, profile_step_start=2, profile_step_end=5,
+                                profile_save_path={str(tmp_path)!r}, profile_backend="torch",
+                                profile_ranks=[0])
+        with profile(config, train_iters=6, rank=0, world_size=1) as prof:
+            for n in range(1, 7):
+                torch.randn(4, 4).sum()
+                if n == 3:
+                    os.kill(os.getpid(), signal.SIGTERM)
+                prof.step()
+        print(json.dumps({{"loop": "ran on"}}), flush=True)
+    """)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert last_json(done) == {"loop": "ran on"}
+    data = json.loads((tmp_path / "profile_manifest_rank0.json").read_text())
+    assert data["exit"] == {"reason": "signal", "detail": "SIGTERM"}
+
+
+# -- a signal the host ignores stays ignored (issue 31 §3) --------------------------------------
+
+def test_a_process_that_ignores_sigterm_keeps_profiling_through_one(tmp_path):
+    # Before: our handler replaced the ignored SIGTERM, flushed (the window cut, profiling over)
+    # and chained to "ignore": the job went on, unprofiled, for a signal it had chosen to ignore.
+    done = run_child(f"""
+        import torch
+        from mindspeed_prof import ProfilerConfig, profile
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        config = ProfilerConfig(profile=True, profile_step_start=2, profile_step_end=5,
+                                profile_save_path={str(tmp_path)!r}, profile_backend="torch",
+                                profile_ranks=[0])
+        with profile(config, train_iters=6, rank=0, world_size=1) as prof:
+            for n in range(1, 7):
+                torch.randn(4, 4).sum()
+                if n == 3:
+                    os.kill(os.getpid(), signal.SIGTERM)
+                prof.step()
+        print(json.dumps({{"ignored": signal.getsignal(signal.SIGTERM) == signal.SIG_IGN}}))
+    """)
+    assert last_json(done) == {"ignored": True}
+    data = json.loads((tmp_path / "profile_manifest_rank0.json").read_text())
+    assert data["exit"]["reason"] == "finished" and data["status"] == "complete", data
+    assert data["windows"][0]["iterations_recorded"] == [2, 3, 4]
+
+
+def test_an_ignored_sigint_stays_ignored_during_the_final_flush():
+    # A job started in the background by a shell without job control ignores SIGINT: the flush
+    # neither takes it over nor reports it as held and delivered.
+    done = run_child("""
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        exits.FlushOnExit(lambda *a, **k: None).install()
+        with exits.final_flush() as events:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.2)
+        print(json.dumps({"events": events.as_dict(),
+                          "ignored": signal.getsignal(signal.SIGINT) == signal.SIG_IGN}))
+    """)
+    assert last_json(done) == {"events": {}, "ignored": True}
+
+
+def test_ctrl_c_twice_interrupts_a_final_flush_inside_a_units_boundary():
+    # The unit's boundary defers our handlers; a person insisting still interrupts a flush that
+    # hangs there (the window's last step saving its trace to a dead mount).
+    done = run_child("""
+        exits.install_signal_flush(pin=True)
+        try:
+            with exits.signal_safe:
+                with exits.final_flush():
+                    os.kill(os.getpid(), signal.SIGINT)
+                    time.sleep(0.2)
+                    os.kill(os.getpid(), signal.SIGINT)
+                    time.sleep(5)
+                    print(json.dumps({"interrupted": False}), flush=True)
+        except KeyboardInterrupt:
+            print(json.dumps({"interrupted": True}), flush=True)
+    """)
+    assert last_json(done) == {"interrupted": True}
+
+
+class _ReenteredStream:
+    """What sys.stderr raises when a signal handler writes to it while the code it interrupted
+    is inside that stream's own write (CPython's BufferedWriter: "reentrant call")."""
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def write(self, text):
+        raise RuntimeError("reentrant call inside <_io.BufferedWriter name='<stderr>'>")
+
+    def flush(self):
+        pass
+
+    def fileno(self):
+        return self.fd
+
+
+def test_a_flush_message_written_inside_the_consoles_own_write_still_reaches_it(
+        monkeypatch, capfd):
+    # Before: the RuntimeError escaped the log and ended the signal's flush half way.
+    from mindspeed_prof import log
+
+    monkeypatch.setattr(sys, "stderr", _ReenteredStream(sys.__stderr__.fileno()))
+    log.error("the trace was still being written", rank=0)
+    assert capfd.readouterr().err == \
+        "[mindspeed_prof rank 0] ERROR: the trace was still being written\n"
