@@ -18,7 +18,7 @@ import sys
 import pytest
 
 from helpers.cli import rank_entry, run_cli, run_cli_json
-from output_fixtures.samples import npu_capture, write_manifest
+from output_fixtures.samples import db_capture, npu_capture, write_manifest
 from output_fixtures.torch_traces import torch_trace
 
 HOSTILE = "\x1b]0;pwned\x07\x1b[2J"  # sets the terminal's title, then clears the screen
@@ -174,20 +174,27 @@ def test_step_ids_far_apart_are_judged_without_building_the_range_between_them(t
 
 
 @pytest.mark.slow  # child interpreters, each a few seconds to start
-@pytest.mark.parametrize("kind", ["manifest", "snapshot", "trace", "/dev/zero snapshot"])
+@pytest.mark.parametrize("kind", ["manifest", "snapshot", "trace", "/dev/zero snapshot",
+                                  "NPU database"])
 def test_a_fifo_or_a_device_in_place_of_a_file_is_skipped_and_said(tmp_path, kind):
     name = {"manifest": "profile_manifest_rank0.json",
             "snapshot": "memory_snapshot_rank0.pickle",
             "trace": "rank0.1700000000000000000.pt.trace.json",
-            "/dev/zero snapshot": "memory_snapshot_rank0.pickle"}[kind]
-    if kind.startswith("/dev/zero"):
+            "/dev/zero snapshot": "memory_snapshot_rank0.pickle",
+            "NPU database": "ascend_pytorch_profiler_0.db"}[kind]
+    if kind == "NPU database":  # a db export whose database is a FIFO
+        out = os.path.join(db_capture(tmp_path, 0), "ASCEND_PROFILER_OUTPUT")
+        os.remove(os.path.join(out, name))
+        os.mkfifo(os.path.join(out, name))
+    elif kind.startswith("/dev/zero"):
         os.symlink("/dev/zero", tmp_path / name)
     else:
         os.mkfifo(tmp_path / name)
 
     codes, output = readers_in_a_child(tmp_path, "check", "summary", "memory")
 
-    assert codes[:2] == [1, 1]
+    assert codes[0] == 1  # check: the file is no capture's
+    assert codes[1] == (0 if kind == "NPU database" else 1)  # summary: what else it could read
     what = "a character device" if kind.startswith("/dev/zero") else "a FIFO (named pipe)"
     assert f"{what}, not a regular file: not read" in output
 
