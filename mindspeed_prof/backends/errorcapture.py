@@ -17,6 +17,7 @@ collects what its own thread printed.
 """
 
 import contextlib
+import os
 import re
 import sys
 import threading
@@ -52,7 +53,13 @@ class _Tee:
         self._local = threading.local()
 
     def write(self, text):
-        written = self._stream.write(text)
+        try:
+            written = self._stream.write(text)
+        except RuntimeError:
+            # "reentrant call": a signal handler's flush printing (torch_npu's stop) while the
+            # code it interrupted was inside this stream's own write, the buffer held by that
+            # very thread (a full pipe to the launcher's log): straight to the descriptor.
+            written = _write_descriptor(self._stream, text)
         lines = getattr(self._local, "lines", None)
         if lines is not None:
             lines.feed(text)
@@ -74,6 +81,15 @@ class _Tee:
             yield
         finally:
             self._local.lines = outer
+
+
+def _write_descriptor(stream, text: str) -> int:
+    try:
+        os.write(stream.fileno(), text.encode(getattr(stream, "encoding", None) or "utf-8",
+                                             errors="replace"))
+    except (OSError, ValueError, AttributeError):
+        pass  # no descriptor to write to: the text is lost, the work goes on
+    return len(text)
 
 
 # Every tee ever installed, kept alive: if other code replaces sys.stdout after us, a print on

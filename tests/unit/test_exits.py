@@ -539,3 +539,14 @@ def test_a_flush_message_written_inside_the_consoles_own_write_still_reaches_it(
     log.error("the trace was still being written", rank=0)
     assert capfd.readouterr().err == \
         "[mindspeed_prof rank 0] ERROR: the trace was still being written\n"
+
+
+def test_a_profiler_message_printed_inside_the_consoles_own_write_still_reaches_it(capfd):
+    # torch_npu prints while a signal's flush stops it; stdout is our error-capturing tee. The
+    # code the signal interrupted may be inside stdout's own write (a full pipe to the
+    # launcher): before, the RuntimeError failed the profiler's stop and lost its trace.
+    from mindspeed_prof.backends.errorcapture import _Tee
+
+    tee = _Tee(_ReenteredStream(sys.__stdout__.fileno()))
+    assert tee.write("[INFO] profiler stopped\n") == len("[INFO] profiler stopped\n")
+    assert capfd.readouterr().out == "[INFO] profiler stopped\n"
