@@ -260,6 +260,7 @@ def wrong_type_for(kind):
         "float?": st.one_of(text, st.booleans(), st.lists(st.integers(), min_size=1, max_size=2)),
         "str": st.one_of(st.integers(), st.booleans(), st.lists(text, min_size=1, max_size=2)),
         "path": st.one_of(st.integers(), st.booleans(), st.lists(text, min_size=1, max_size=2)),
+        "secret": st.one_of(st.integers(), st.booleans(), st.lists(text, min_size=1, max_size=2)),
         "choice": st.one_of(st.integers(), st.booleans(), st.lists(text, min_size=1, max_size=2)),
         "choice?": st.one_of(st.integers(), st.booleans(), st.lists(text, min_size=1, max_size=2)),
         "ranks": st.one_of(st.booleans(), st.floats(allow_nan=False).map(lambda f: f + 0.5),
