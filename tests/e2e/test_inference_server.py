@@ -2,7 +2,9 @@
 MegatronServer, run_mcore_engine, StaticInferenceEngine) on 2 ranks with TP=2 over HTTP, and the
 engine called in a loop, each under torchrun with our launcher (tests/harness/inference)."""
 
+import contextlib
 import glob
+import io
 import json
 import os
 import re
@@ -14,6 +16,7 @@ from harness.inference import launch as server_launch
 from harness.launch import run_training
 from helpers.e2e import LAUNCHER, check, env_for, tracebacks_from_training, verdicts
 from helpers.traces import manifest, step_ids, torch_traces
+from mindspeed_prof import cli
 
 pytestmark = pytest.mark.e2e
 
@@ -204,3 +207,36 @@ def test_server_without_profile_has_no_profile_routes(tmp_path):
     assert status in (404, 405) and len(answer["tokens"][0]) == 3 + 2  # Flask: no such route
     assert run.returncode == 0, run.describe()
     assert not (tmp_path / "profile_dir").exists()
+
+
+@pytest.mark.parametrize("form", ["master", "launch"])
+def test_tp2_server_launched_as_the_upstream_scripts_launch_it_is_one_run_with_both_ranks_valid(
+        tmp_path, form):
+    # Megatron-LM's examples: torchrun --nnodes 1 --node-rank 0 --master-addr --master-port (no
+    # run id from torchrun); MindSpeed-LLM's generate scripts: python -m torch.distributed.launch
+    # --nproc_per_node --master_port. Before 62f0110: rank 0 split off as a process without a
+    # shared run id, "2 runs wrote into this directory", a healthy rank missing, exit 1.
+    save = tmp_path / "prof"
+    server = server_launch.start(window_flags(save, 2, 4), env=env_for(tmp_path), cwd=tmp_path,
+                                 form=form)
+    try:
+        for _ in range(4):
+            server.put(["1 2 3"], tokens_to_generate=4)
+    finally:
+        run = server.stop()
+    assert run.returncode == 0, run.describe()
+    assert "--standalone" not in run.command
+    assert ("--master-addr" if form == "master" else "torch.distributed.launch") in run.command
+    traced = {}
+    for trace in torch_traces(save):
+        rank = int(os.path.basename(trace).split(".")[0].removeprefix("rank"))
+        traced.setdefault(rank, []).extend(step_ids(trace))
+    assert traced == {0: [2, 3], 1: [2, 3]}, traced
+    assert len({manifest(save, rank)["run_id"] for rank in (0, 1)}) == 1
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli.main(["check", str(save)])
+    assert "runs wrote into this directory" not in out.getvalue(), out.getvalue()
+    assert code == 0, out.getvalue()
+    code, report = check(save)
+    assert code == 0 and verdicts(report) == {0: "valid", 1: "valid"}, report

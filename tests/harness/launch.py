@@ -5,7 +5,8 @@ process, so one training per process is the only safe shape. Runs launch as user
 (``LAUNCH_FORMS``): by default Megatron-LM's own examples' form, ``torchrun --nnodes 1
 --node-rank 0 --master-addr 127.0.0.1 --master-port P`` (no ``--standalone``: torchrun hands
 its workers no run id), on a free port picked afresh, and again when another process took it
-first.
+first. The other harnesses (the servers, the RL jobs, the real tiers) build their commands with
+:func:`launcher` and relaunch through :func:`relaunched_while_port_taken` as well.
 """
 
 import dataclasses
@@ -232,21 +233,40 @@ def launcher(form=DEFAULT_FORM, nproc=2, port=None, *, nnodes=1, node_rank=0):
     raise ValueError(f"launch form {form!r}: one of {', '.join(LAUNCH_FORMS)}")
 
 
-def _port_was_taken(run):
-    """torchrun's store could not bind the master port: another process took it between our
-    probe and torchrun's bind. Nothing of the job ran."""
-    text = run.stderr.lower()
-    return run.returncode not in (0, None) and ("eaddrinuse" in text
-                                                or "address already in use" in text)
+def free_ports(count):
+    """``count`` different free ports (see :func:`free_port`): a master port and a server's own."""
+    ports = []
+    while len(ports) < count:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    return ports
+
+
+def port_taken(returncode, stderr):
+    """A job that ended because a port it was given was taken (torchrun's store, or a server's
+    own listener): another process bound it between our probe and the job's bind."""
+    text = (stderr or "").lower()
+    return returncode not in (0, None) and ("eaddrinuse" in text
+                                            or "address already in use" in text)
+
+
+def relaunched_while_port_taken(launch_once, taken=None, attempts=PORT_ATTEMPTS):
+    """``launch_once()`` (which draws its ports afresh each call), again while its result says a
+    port was taken (``taken(result)``; by default :func:`port_taken` of its ``returncode`` and
+    ``stderr``), at most ``attempts`` times; the last result."""
+    taken = taken or (lambda result: port_taken(result.returncode, result.stderr))
+    for attempt in range(attempts):
+        result = launch_once()
+        if attempt == attempts - 1 or not taken(result):
+            return result
+    raise ValueError("attempts must be at least 1")
 
 
 def _launch(command_for, env, cwd, timeout, signal_job=None, nproc=1):
     """``_run(command_for(port))`` on a free port, again on another when it was taken."""
-    for attempt in range(PORT_ATTEMPTS):
-        run = _run(command_for(free_port()), env, cwd, timeout, signal_job, nproc)
-        if not _port_was_taken(run) or attempt == PORT_ATTEMPTS - 1:
-            return run
-    raise AssertionError("unreachable")
+    return relaunched_while_port_taken(
+        lambda: _run(command_for(free_port()), env, cwd, timeout, signal_job, nproc))
 
 
 def _run(command, env, cwd, timeout, signal_job=None, nproc=1):
@@ -324,12 +344,9 @@ def run_script(script_path=LAUNCH_SCRIPT, args=(), *, tmp_path=None, nproc=2, en
             raise ValueError("run_script needs env= or tmp_path= to know where reports go")
         env = harness_env(tmp_path)
     command = ["bash", str(script_path), *map(str, args)]
-    for attempt in range(PORT_ATTEMPTS):
-        run = _run(command, {**env, "NPROC": str(nproc), "MASTER_PORT": str(free_port())},
-                   cwd or tmp_path, timeout)
-        if not _port_was_taken(run) or attempt == PORT_ATTEMPTS - 1:
-            return run
-    raise AssertionError("unreachable")
+    return relaunched_while_port_taken(lambda: _run(
+        command, {**env, "NPROC": str(nproc), "MASTER_PORT": str(free_port())},
+        cwd or tmp_path, timeout))
 
 
 def run_nodes(args=(), *, tmp_path=None, nnodes=2, nproc=2, env=None, cwd=None, timeout=240,
@@ -364,11 +381,8 @@ def run_nodes(args=(), *, tmp_path=None, nnodes=2, nproc=2, env=None, cwd=None, 
                    *map(str, node_args(node) if node_args else ())]
 
     envs = [{**env, **(node_env(node) if node_env else {})} for node in range(nnodes)]
-    for attempt in range(PORT_ATTEMPTS):
-        run = _run_agents(list(commands(free_port())), envs, cwd, timeout)
-        if not _port_was_taken(run) or attempt == PORT_ATTEMPTS - 1:
-            return run
-    raise AssertionError("unreachable")
+    return relaunched_while_port_taken(
+        lambda: _run_agents(list(commands(free_port())), envs, cwd, timeout))
 
 
 def _store_not_bound(agents):

@@ -12,13 +12,13 @@ import json
 import os
 import pathlib
 import signal
-import socket
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
+
+from harness import launch
 
 SERVER_SCRIPT = pathlib.Path(__file__).resolve().parent / "run_text_generation_server.py"
 
@@ -35,10 +35,7 @@ def model_args(tp=2):
             "--no-gradient-accumulation-fusion", "--no-persist-layer-norm"]
 
 
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+free_port = launch.free_port  # one place draws ports for every harness
 
 
 @dataclasses.dataclass
@@ -50,16 +47,18 @@ class ServerRun:
     stderr: str
     reports: dict  # global rank -> server_rank{R}.json
     duration_s: float
+    command: list = dataclasses.field(default_factory=list)
 
     def describe(self, tail=3000):
-        return (f"returncode: {self.returncode}\n--- stdout (tail) ---\n{self.stdout[-tail:]}\n"
+        return (f"command: {' '.join(self.command)}\nreturncode: {self.returncode}\n--- stdout (tail) ---\n{self.stdout[-tail:]}\n"
                 f"--- stderr (tail) ---\n{self.stderr[-tail:]}")
 
 
 class Server:
-    def __init__(self, process, port, report_dir, out, err, started):
+    def __init__(self, process, port, report_dir, out, err, started, command=()):
         self.process, self.port, self.report_dir = process, port, report_dir
         self._out, self._err, self._started = out, err, started
+        self.command = [str(part) for part in command]  # as launched
 
     def report(self, rank):
         path = os.path.join(self.report_dir, f"server_rank{rank}.json")
@@ -121,33 +120,49 @@ class Server:
         for path in pathlib.Path(self.report_dir).glob("server_rank*.json"):
             reports[int(path.stem.removeprefix("server_rank"))] = json.loads(path.read_text())
         return ServerRun(code, outputs[0], outputs[1], reports,
-                         time.monotonic() - self._started)
+                         time.monotonic() - self._started, self.command)
 
 
 def start(args=(), *, env, cwd, nproc=2, tp=2, launcher_prefix=("-m", "mindspeed_prof.launch"),
-          ready_timeout=120, script=SERVER_SCRIPT, model=None):
-    """``torchrun --nproc-per-node N [prefix] SCRIPT <model> --port P <args>`` in a session of its
-    own; returns once rank 0 listens. ``env`` comes from ``harness.launch.harness_env`` (its
-    ``HARNESS_REPORT_DIR`` receives the server reports); ``model`` defaults to the tiny GPT's
-    flags (``model_args(tp)``)."""
-    port = free_port()
+          ready_timeout=120, script=SERVER_SCRIPT, model=None, form=launch.DEFAULT_FORM):
+    """``torchrun --nnodes 1 --node-rank 0 --master-addr 127.0.0.1 --master-port P
+    --nproc-per-node N [prefix] SCRIPT <model> --port Q <args>`` in a session of its own (``form``:
+    another of ``harness.launch.LAUNCH_FORMS``, e.g. ``launch``, MindSpeed-LLM's generate
+    scripts' ``torch.distributed.launch``); returns once rank 0 listens, launched again on other
+    ports when torchrun's store or the server found its port taken. ``env`` comes from
+    ``harness.launch.harness_env`` (its ``HARNESS_REPORT_DIR`` receives the server reports);
+    ``model`` defaults to the tiny GPT's flags (``model_args(tp)``)."""
     report_dir = env["HARNESS_REPORT_DIR"]
     os.makedirs(report_dir, exist_ok=True)
-    for stale in pathlib.Path(report_dir).glob("server_rank*.json"):
-        stale.unlink()
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-               str(nproc), *launcher_prefix, str(script),
-               *(model_args(tp) if model is None else model),
-               "--port", str(port), *map(str, args)]
+    tail = [*launcher_prefix, str(script), *(model_args(tp) if model is None else model)]
+
+    def start_once():
+        for stale in pathlib.Path(report_dir).glob("server_rank*.json"):
+            stale.unlink()
+        port, master_port = launch.free_ports(2)
+        command = [*launch.launcher(form, nproc, master_port), *tail, "--port", str(port),
+                   *map(str, args)]
+        return _start(command, port, env, cwd, report_dir, ready_timeout)
+
+    server = launch.relaunched_while_port_taken(
+        start_once, taken=lambda started: isinstance(started, ServerRun)
+        and launch.port_taken(started.returncode, started.stderr))
+    if isinstance(server, ServerRun):
+        raise RuntimeError(f"the server exited before listening\n{server.describe()}")
+    return server
+
+
+def _start(command, port, env, cwd, report_dir, ready_timeout):
+    """The running :class:`Server`, or the :class:`ServerRun` of one that ended first."""
     out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
     started = time.monotonic()
     process = subprocess.Popen(command, env=env, cwd=cwd, stdout=out, stderr=err, text=True,
                                start_new_session=True)
-    server = Server(process, port, report_dir, out, err, started)
+    server = Server(process, port, report_dir, out, err, started, command)
     deadline = started + ready_timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"the server exited before listening\n{server.wait().describe()}")
+            return server.wait()
         if _answers_http(port):
             return server
         time.sleep(0.2)
