@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from harness.launch import ENTRY_SCRIPT, default_args
+from harness.launch import ENTRY_SCRIPT, default_args, launcher
 from helpers.e2e import LAUNCHER, env_for, profile_flags, train
 from helpers.traces import manifest, step_ids, torch_traces
 
@@ -44,8 +44,8 @@ def test_trigger_while_training_runs_profiles_the_same_iterations_on_every_rank(
             "--profile-trigger-poll", "2"]
     # rank 0 pauses in iteration 6, so the request lands while training is under way
     env = env_for(tmp_path, HARNESS_SLEEP_AT_ITER="6:4@0")
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-               "2", *LAUNCHER, str(ENTRY_SCRIPT), *args]
+    command = [*launcher("master", 2),  # Megatron-LM's examples: --master-addr
+               *LAUNCHER, str(ENTRY_SCRIPT), *args]
     job = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
     report = tmp_path / "reports" / "rank0.json"

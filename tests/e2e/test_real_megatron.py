@@ -16,6 +16,7 @@ import sys
 
 import pytest
 
+from harness.launch import launcher as torchrun_launcher
 from harness.real_megatron import TINY, overlay
 from helpers.traces import step_ids, torch_traces
 
@@ -34,8 +35,8 @@ def run(tmp_path, flags, launcher=("-m", "mindspeed_prof.launch"), first_line=No
                    [str(tmp_path / "overlay"), os.environ.get("PYTHONPATH", "")]),
                CUDA_DEVICE_MAX_CONNECTIONS="1", TORCHDYNAMO_DISABLE="1", OMP_NUM_THREADS="1",
                MINDSPEED_PROF_AUTOLOAD="1" if autoload else "0")
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-               "2", *launcher, wrapper, *TINY, *flags, "--profile-save-path", str(save),
+    command = [*torchrun_launcher("master", 2),  # Megatron-LM's examples: --master-addr
+               *launcher, wrapper, *TINY, *flags, "--profile-save-path", str(save),
                "--profile-backend", "torch"]
     done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True,
                           timeout=600)

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from harness.launch import launcher
 from harness.real_megatron import TINY, overlay
 from helpers.traces import manifest, step_ids, torch_traces
 
@@ -27,8 +28,8 @@ def real_run(tmp_path, faults, *flags):
     env = dict(os.environ, PYTHONPATH=path, CUDA_DEVICE_MAX_CONNECTIONS="1",
                TORCHDYNAMO_DISABLE="1", OMP_NUM_THREADS="1", MINDSPEED_PROF_AUTOLOAD="0",
                **faults)
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-               "2", "-m", "mindspeed_prof.launch", wrapper, *TINY, "--profile", "--profile-ranks",
+    command = [*launcher("master", 2),  # Megatron-LM's examples: --master-addr
+               "-m", "mindspeed_prof.launch", wrapper, *TINY, "--profile", "--profile-ranks",
                "all", "--profile-save-path", str(save), "--profile-backend", "torch",
                "--profile-capture-warmup", "5", *map(str, flags)]
     run = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True,

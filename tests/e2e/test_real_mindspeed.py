@@ -17,6 +17,7 @@ import sys
 import pytest
 
 from harness import real_mindspeed
+from harness.launch import launcher as torchrun_launcher
 from harness.real_megatron import TINY
 from harness.real_mindspeed.npu_stubs import ANNOUNCE
 from harness.real_mindspeed import llama
@@ -60,8 +61,8 @@ def run(tmp_path, script, launcher=LAUNCHER, autoload=False, flags=None):
         flags = ["--profile", "--profile-ranks", "1", "--profile-step-start", "3",
                  "--profile-step-end", "5", "--profile-save-path", str(save),
                  "--profile-backend", "torch"]
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-               "2", *launcher, wrapper, *TINY, *flags]
+    command = [*torchrun_launcher("master", 2),  # Megatron-LM's examples: --master-addr
+               *launcher, wrapper, *TINY, *flags]
     done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True,
                           timeout=600)
     done.save = save
@@ -170,7 +171,6 @@ def test_the_stub_shows_mindspeed_llm_own_profiler_when_we_are_not_there(tmp_pat
 
 AUTOLOAD_SKIP = pytest.mark.skipif(not _autoload_installed(),
                                    reason="autoload .pth not in this interpreter's site-packages")
-TORCH_LAUNCH = ("-m", "torch.distributed.launch", "--standalone", "--nproc_per_node", "1")
 
 
 class TinyLlama:
@@ -198,7 +198,8 @@ def infer(tmp_path, model, *, tp=1, tasks=("greedy",) * 3, runner=None, launcher
     save = tmp_path / "prof"
     script = script or os.path.join(os.environ["MINDSPEED_LLM_PATH"], "inference.py")
     wrapper = real_mindspeed.wrapper(str(tmp_path / "run"), script)
-    runner = runner or ("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(tp))
+    # as MindSpeed-LLM's generate scripts start it: torch.distributed.launch --master_port P
+    runner = runner or llama.generate_runner(tp)
     flags = [*llama.inference_flags(model.checkpoint(tp), model.tokenizer, tp, tasks),
              "--profile", "--profile-step-start", str(window[0]), "--profile-step-end",
              str(window[1]), "--profile-ranks", "-1", "--profile-save-path", str(save),
@@ -275,7 +276,7 @@ def test_chat_through_torch_distributed_launch_records_the_streamed_tokens_of_re
     # What adapt-script writes for chat_*.sh: python -m torch.distributed.launch ... -m
     # mindspeed_prof.launch inference.py ... --task chat. Each answer is a generator the chat
     # loop iterates: the request spans it, so its forwards and matmuls are in req_2-2.
-    done = infer(tmp_path, tiny_llama, tasks=("chat",), runner=TORCH_LAUNCH,
+    done = infer(tmp_path, tiny_llama, tasks=("chat",), runner=llama.generate_runner(1),
                  stdin="hello\nhow are you ?\ntell me a story\nq\n")
     assert_profiled_requests(done, {0: [2]})
     (trace,) = torch_traces(done.save)

@@ -1,8 +1,10 @@
 """Test-side helpers: run the offline engine script, start and stop the dynamic server.
 
-Both run under ``python -m torch.distributed.run --standalone`` with the test's interpreter (the
-Python 3.12 environment holding megatron-core >= 0.19), TP = ``nproc``, and read back the
-per-rank reports of ``harness.dynamic.steps``.
+Both run under torchrun as Megatron-LM's examples start it (``--nnodes 1 --node-rank 0
+--master-addr 127.0.0.1 --master-port P``: no run id from torchrun; ``harness.launch``'s
+launcher, on a free port drawn again when it was taken) with the test's interpreter (the Python
+3.12 environment holding megatron-core >= 0.19), TP = ``nproc``, and read back the per-rank
+reports of ``harness.dynamic.steps``.
 """
 
 import dataclasses
@@ -11,10 +13,12 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
+
+from harness.launch import (free_port, free_ports, launcher, port_taken,
+                            relaunched_while_port_taken)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(os.path.dirname(HERE))
@@ -36,9 +40,41 @@ def job_env(report_dir, pythonpath=(), **extra):
     return env
 
 
-def torchrun(script, nproc, launcher_prefix=()):
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
-            f"--nproc-per-node={nproc}", *launcher_prefix, script]
+def torchrun(script, nproc, launcher_prefix=(), port=None):
+    """``torchrun --nnodes 1 --node-rank 0 --master-addr 127.0.0.1 --master-port PORT
+    --nproc-per-node NPROC [prefix] SCRIPT`` (``port``: a free one when not given)."""
+    return [*launcher("master", nproc, port), *launcher_prefix, script]
+
+
+def _run_job(command_for, **kwargs):
+    """``subprocess.run(command_for(port))`` on a free master port, again on another when
+    torchrun found it taken."""
+    return relaunched_while_port_taken(lambda: subprocess.run(command_for(free_port()),
+                                                              **kwargs))
+
+
+def _serving(command_for, report_dir, nproc, env, ports=1):
+    """A :class:`Server` of ``command_for(*ports)`` (the first a free master port, the others
+    free ports for the tool), ready; launched again on other ports when one was taken."""
+    def start_once():
+        drawn = free_ports(ports)
+        server = Server(command_for(*drawn), report_dir, nproc, env,
+                        port=drawn[1] if ports > 1 else None)
+        try:
+            return server.wait_ready()
+        except RuntimeError:  # it exited before serving
+            if port_taken(server.proc.returncode, server.stderr()):
+                return server
+            raise
+        except BaseException:
+            server.kill_all()
+            raise
+
+    server = relaunched_while_port_taken(start_once, taken=lambda started: started.ready_s is None)
+    if server.ready_s is None:
+        raise RuntimeError(f"server exited {server.proc.returncode} before serving (its ports "
+                           f"were taken every time):\n{server.stderr()[-6000:]}")
+    return server
 
 
 def read_reports(report_dir, nproc):
@@ -69,10 +105,10 @@ def run_offline(args, report_dir, nproc=1, timeout=240, env=None, launcher_prefi
     "mindspeed_prof.launch")``); returns a :class:`Run`."""
     os.makedirs(report_dir, exist_ok=True)
     started = time.time()
-    command = torchrun(os.path.join(HERE, "offline_engine.py"), nproc, launcher_prefix)
-    proc = subprocess.run(command + list(args),
-                          env=env or job_env(report_dir), cwd=str(report_dir),
-                          capture_output=True, text=True, timeout=timeout)
+    script = os.path.join(HERE, "offline_engine.py")
+    proc = _run_job(lambda port: [*torchrun(script, nproc, launcher_prefix, port), *args],
+                    env=env or job_env(report_dir), cwd=str(report_dir),
+                    capture_output=True, text=True, timeout=timeout)
     return Run(proc.returncode, proc.stdout, proc.stderr, read_reports(report_dir, nproc),
                time.time() - started)
 
@@ -219,21 +255,9 @@ class ServerRun(Run):
 def start_server(report_dir, nproc=2, args=(), env=None, launcher_prefix=()):
     """``serve_dynamic.py`` under torchrun on 127.0.0.1 and a free port; ready to serve."""
     os.makedirs(report_dir, exist_ok=True)
-    command = torchrun(os.path.join(HERE, "serve_dynamic.py"), nproc, launcher_prefix)
-    server = Server(command + ["--port", "0", *args], report_dir, nproc,
-                    env or job_env(report_dir))
-    try:
-        return server.wait_ready()
-    except BaseException:
-        server.kill_all()
-        raise
-
-
-def free_port(host="127.0.0.1"):
-    """A port free now, for a tool that binds its own ``--port`` (a small race, as any)."""
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+    script = os.path.join(HERE, "serve_dynamic.py")
+    return _serving(lambda port: [*torchrun(script, nproc, launcher_prefix, port), "--port", "0",
+                                  *args], report_dir, nproc, env or job_env(report_dir))
 
 
 def real_tool_env(report_dir, checkout, overlay_dir):
@@ -252,12 +276,13 @@ def make_real_checkpoint(checkout, work_dir, nproc=2, timeout=300):
     overlay_dir, save = os.path.join(work_dir, "overlay"), os.path.join(work_dir, "checkpoint")
     os.makedirs(overlay_dir, exist_ok=True)
     overlay.build(checkout, overlay_dir)
-    command = torchrun(os.path.join(HERE, "real_server.py"), nproc) + [
-        "checkpoint", "--tensor-model-parallel-size", str(nproc), *real_server.MODEL_ARGS,
-        *real_server.ENGINE_ARGS, "--save", save, "--save-interval", "1"]
+    script = os.path.join(HERE, "real_server.py")
     started = time.time()
-    proc = subprocess.run(command, env=real_tool_env(work_dir, checkout, overlay_dir),
-                          cwd=work_dir, capture_output=True, text=True, timeout=timeout)
+    proc = _run_job(lambda port: torchrun(script, nproc, (), port) + [
+        "checkpoint", "--tensor-model-parallel-size", str(nproc), *real_server.MODEL_ARGS,
+        *real_server.ENGINE_ARGS, "--save", save, "--save-interval", "1"],
+        env=real_tool_env(work_dir, checkout, overlay_dir), cwd=work_dir, capture_output=True,
+        text=True, timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError(f"checkpoint job exited {proc.returncode}:\n{proc.stderr[-6000:]}")
     return overlay_dir, save, time.time() - started
@@ -270,15 +295,10 @@ def start_real_server(report_dir, checkout, overlay_dir, checkpoint, nproc=2, ex
     from . import real_server
 
     os.makedirs(report_dir, exist_ok=True)
-    port = free_port()
-    command = torchrun(os.path.join(HERE, "real_server.py"), nproc, launcher_prefix) + [
+    script = os.path.join(HERE, "real_server.py")
+    return _serving(lambda master_port, port: torchrun(
+        script, nproc, launcher_prefix, master_port) + [
         "serve", "--tensor-model-parallel-size", str(nproc), *real_server.MODEL_ARGS,
         *real_server.ENGINE_ARGS, "--load", checkpoint, "--host", "127.0.0.1",
-        "--port", str(port), *extra]
-    server = Server(command, report_dir, nproc,
-                    real_tool_env(report_dir, checkout, overlay_dir), port=port)
-    try:
-        return server.wait_ready()
-    except BaseException:
-        server.kill_all()
-        raise
+        "--port", str(port), *extra], report_dir, nproc,
+        real_tool_env(report_dir, checkout, overlay_dir), ports=2)

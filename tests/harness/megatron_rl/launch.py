@@ -15,10 +15,10 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 
-from harness.dynamic.launch import job_env, port_open
+from harness.dynamic.launch import job_env, port_open, torchrun
+from harness.launch import free_port, relaunched_while_port_taken
 from harness.real_megatron import overlay
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -108,10 +108,10 @@ def run_train_rl(work_dir, extra=(), launcher_prefix=()):
     os.makedirs(os.path.join(report, "langrl"), exist_ok=True)
     env = job_env(report, pythonpath=(layer,), LANGRL_LOG_DIR=os.path.join(report, "langrl"),
                   CUDA_DEVICE_MAX_CONNECTIONS=1, MINDSPEED_PROF_AUTOLOAD=0)
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               "--nproc-per-node=1", *launcher_prefix,
-               os.path.join(HERE, "run_train_rl.py"), *TINY_RL, *extra]
-    with ports_lock():
+    script = os.path.join(HERE, "run_train_rl.py")
+
+    def run_once():  # torchrun --nnodes 1 --node-rank 0 --master-addr 127.0.0.1 --master-port P
+        command = [*torchrun(script, 1, launcher_prefix, free_port()), *TINY_RL, *extra]
         started = time.monotonic()
         job = subprocess.Popen(command, env=env, cwd=work_dir, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -126,4 +126,7 @@ def run_train_rl(work_dir, extra=(), launcher_prefix=()):
             if not any(port_open(port) for port in PORTS):
                 break
             time.sleep(0.1)
-    return RLRun(job.returncode, stdout, stderr, round(wall, 1), report)
+        return RLRun(job.returncode, stdout, stderr, round(wall, 1), report)
+
+    with ports_lock():
+        return relaunched_while_port_taken(run_once)

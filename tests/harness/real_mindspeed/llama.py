@@ -12,7 +12,8 @@ NullTokenizer path of ``inference.py`` fails (``load_tokenizer`` joins ``None`` 
 import json
 import os
 import subprocess
-import sys
+
+from harness.launch import launcher, relaunched_while_port_taken
 
 VOCAB = 4096
 WORDS = ("how", "are", "you", "?", "hello", "tell", "me", "a", "story", "the", "of", "and")
@@ -54,6 +55,13 @@ def model_flags(tokenizer, tp=1):
             f"--no-gradient-accumulation-fusion --use-mcore-models --ckpt-format torch").split()
 
 
+def generate_runner(tp=1, port=None):
+    """How MindSpeed-LLM's generate scripts (``examples/mcore/*/generate_*.sh``) start
+    ``inference.py``: ``-m torch.distributed.launch --nproc_per_node TP ... --master_port P``
+    (the script receives ``--local-rank``), as arguments after the interpreter."""
+    return tuple(launcher("launch", tp, port)[1:])
+
+
 def inference_flags(checkpoint, tokenizer, tp=1, tasks=("greedy", "greedy", "greedy")):
     return [*model_flags(tokenizer, tp), "--load", checkpoint, "--no-load-optim",
             "--no-load-rng", "--exit-on-missing-checkpoint", "--max-new-tokens", str(NEW_TOKENS),
@@ -63,12 +71,13 @@ def inference_flags(checkpoint, tokenizer, tp=1, tasks=("greedy", "greedy", "gre
 def save_checkpoint(wrapper, folder, tokenizer, env, tp=1):
     """Run MindSpeed-LLM's pretrain_gpt.py (its ``wrapper``) one iteration with ``--save``."""
     checkpoint = os.path.join(folder, f"checkpoint_tp{tp}")
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-               str(tp), wrapper, *model_flags(tokenizer, tp), "--train-iters", "1", "--lr", "1e-3",
-               "--mock-data", "--eval-iters", "0", "--eval-interval", "1000", "--split",
-               "100,0,0", "--save", checkpoint, "--save-interval", "1"]
-    done = subprocess.run(command, env=env, cwd=folder, capture_output=True, text=True,
-                          timeout=600)
+    flags = [*model_flags(tokenizer, tp), "--train-iters", "1", "--lr", "1e-3", "--mock-data",
+             "--eval-iters", "0", "--eval-interval", "1000", "--split", "100,0,0",
+             "--save", checkpoint, "--save-interval", "1"]
+    # as MindSpeed-LLM's pretrain scripts: torchrun --nnodes --node_rank --master_addr ...
+    done = relaunched_while_port_taken(lambda: subprocess.run(
+        [*launcher("master", tp), wrapper, *flags], env=env, cwd=folder, capture_output=True,
+        text=True, timeout=600))
     if done.returncode != 0 or not os.path.isfile(
             os.path.join(checkpoint, "latest_checkpointed_iteration.txt")):
         raise RuntimeError(f"pretrain_gpt.py --save failed ({done.returncode}):\n"

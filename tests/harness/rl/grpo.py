@@ -19,11 +19,12 @@ import argparse
 import json
 import os
 import queue
-import socket
 import sys
 import time
 
 import torch.multiprocessing as mp
+
+from harness.launch import free_port
 
 ROLES = (("actor", 2), ("ref", 1), ("rollout", 1))
 REPLY_TIMEOUT_S = 120
@@ -31,10 +32,7 @@ REPLY_TIMEOUT_S = 120
 ORPHAN_TIMEOUT_S = 2 * REPLY_TIMEOUT_S
 
 
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+_free_port = free_port  # each role group's MASTER_PORT, drawn where the harness draws its ports
 
 
 # -- role processes ---------------------------------------------------------------------------
