@@ -16,7 +16,7 @@ import pytest
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGCHLD"), reason="POSIX signals")
 
 
-def run_child(*body, timeout=60):
+def run_child(*body, timeout=120):
     """Run the ``body`` parts in a fresh interpreter; its last stdout line is JSON.
 
     The child starts with Python's own SIGINT handler, as a script run from a terminal does: a
