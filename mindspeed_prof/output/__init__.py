@@ -15,6 +15,8 @@ Grouped by role, each folder importing only the ones below it:
   read/     file scanners: discover, jobruns, windows, roles, profinfo, jsonstream, tracescan,
             csvrows, csvtable, columns, sqlitecheck, dbsummary, kernels, logscan; errors
   job/      past one machine: share, node_report, merge
+  timeline/ one Chrome-trace/Perfetto file of many ranks: choose, clock (offsets), write, merge
+  compare/  two profiles side by side: diff_paths (``mindspeed-prof diff``)
   parallel (big inputs over several processes), progress (a bar on a terminal's stderr),
   cache (what a big file held, remembered), deps (the parsers, imported through one place).
 The parsers (pyarrow, simdjson, msgspec, numpy) are imported inside the readers, never by the
