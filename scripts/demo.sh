@@ -4,14 +4,16 @@
 #      --master-addr 127.0.0.1 --master-port P as Megatron-LM's examples, 2 ranks, tiny real
 #      megatron-core GPT on the CPU stand-in for megatron.training that the tests use),
 #   2. `mindspeed-prof adapt-script` writes a profiling copy of it (the original is not touched),
-#   3. the copy runs: rank 1 is profiled at iterations 3-4 with torch.profiler,
-#   4. `mindspeed-prof check` gives the deliverables verdict, `summary` what the trace says.
+#   3. the copy runs: both ranks are profiled at iterations 2-5 with torch.profiler,
+#   4. `mindspeed-prof check` gives the deliverables verdict, `summary` what the traces say,
+#   5. `report` writes one offline HTML page, `timeline` one Perfetto file of both ranks.
 # Usage: bash scripts/demo.sh [OUTPUT_DIR]     (default: ./demo_output)
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=$(mkdir -p "${1:-demo_output}" && cd "${1:-demo_output}" && pwd)
-rm -rf "${OUT:?}/profile" "$OUT/pretrain_gpt.sh" "$OUT/pretrain_gpt_profile.sh"
+rm -rf "${OUT:?}/profile" "$OUT/pretrain_gpt.sh" "$OUT/pretrain_gpt_profile.sh" "$OUT/report.html" \
+    "$OUT/timeline.json.gz"
 
 # The user's launch script; its adapted copy finds the training code through MEGATRON_PATH.
 cp "$REPO/tests/harness/pretrain_gpt.sh" "$OUT/pretrain_gpt.sh"
@@ -21,11 +23,11 @@ export MASTER_PORT=${MASTER_PORT:-$(python -c 'import socket; s = socket.socket(
 
 echo "== 1. adapt the launch script (the original stays as it is)"
 mindspeed-prof adapt-script "$OUT/pretrain_gpt.sh" \
-    --profile-ranks 1 --profile-step-start 3 --profile-step-end 5 \
+    --profile-ranks all --profile-step-start 2 --profile-step-end 6 \
     --profile-save-path "$OUT/profile"
 
-echo "== 2. train: torchrun, 2 ranks, 6 iterations; rank 1 profiles iterations 3-4"
-if ! (cd "$OUT" && NPROC=2 TRAIN_ITERS=6 bash "$OUT/pretrain_gpt_profile.sh" >"$OUT/train.log" 2>&1); then
+echo "== 2. train: torchrun, 2 ranks, 7 iterations; both ranks profile iterations 2-5"
+if ! (cd "$OUT" && NPROC=2 TRAIN_ITERS=7 bash "$OUT/pretrain_gpt_profile.sh" >"$OUT/train.log" 2>&1); then
     tail -n 30 "$OUT/train.log"
     echo "training failed; full log: $OUT/train.log"
     exit 1
@@ -36,9 +38,15 @@ echo "== 3. files written"
 find "$OUT/profile" -type f | sort
 
 echo "== 4. deliverables check"
-mindspeed-prof check "$OUT/profile" --ranks 1
+mindspeed-prof check "$OUT/profile"
 
 echo "== 5. summary"
 mindspeed-prof summary "$OUT/profile" --top 5
 
-echo "Open $OUT/profile/rank1.*.pt.trace.json in https://ui.perfetto.dev or chrome://tracing."
+echo "== 6. report: one HTML page that opens offline"
+mindspeed-prof report "$OUT/profile" -o "$OUT/report.html"
+
+echo "== 7. timeline: both ranks in one Perfetto file, clocks aligned on the shared steps"
+mindspeed-prof timeline "$OUT/profile" -o "$OUT/timeline.json.gz"
+
+echo "Open $OUT/report.html in a browser, $OUT/timeline.json.gz in https://ui.perfetto.dev."
