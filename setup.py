@@ -30,6 +30,8 @@ class BuildWithAutoload(build_py):
 # What both test legs import beside their megatron-core.
 TEST_COMMON = [
     "pytest",
+    # pytest.ini runs the suite on 2 workers (-n 2; the e2e jobs on one of them: tests/conftest.py)
+    "pytest-xdist",
     "hypothesis",
     # Megatron's text-generation server (tests/harness/inference) and its engine's progress bar;
     # megatron-core imports them lazily, so it does not require them.

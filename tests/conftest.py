@@ -53,6 +53,8 @@ SLOW_UNIT_TESTS = (
     "unit/test_bad_input.py::test_training_with_an_invalid_flag_exits_2_with_one_clear_message",
     "unit/test_two_runs.py@two_jobs",
     "unit/test_two_runs.py@fewer_ranks",
+    "unit/test_two_runs.py::test_two_torchrun_jobs_in_one_slurm_allocation_without_srun_are_two_runs",
+    "unit/test_adapt_script_checks.py::test_the_exit_error_of_a_launched_script_that_ran_no_hooked_loop_names_what_ran",
     "unit/test_exits.py::test_a_child_killed_during_the_final_flush_is_noted_and_does_not_abort_it",
     "unit/test_exits.py::test_sigterm_after_close_waits_for_the_export_still_running_then_dies_of_sigterm",
     "unit/test_exits.py::test_sigterm_while_the_last_step_of_a_window_saves_its_trace_keeps_the_trace",
@@ -72,6 +74,33 @@ def is_slow_unit_test(item):
     return any(entry in (path, f"{path}::{name}")
                or (entry.startswith(path + "@") and entry.split("@", 1)[1] in item.fixturenames)
                for entry in SLOW_UNIT_TESTS)
+
+
+# Unit files that hold e2e-marked tests (torchrun jobs, the benchmarks' smoke run): with workers
+# they run in the e2e group (see pytest_xdist_make_scheduler).
+E2E_FILES_ELSEWHERE = ("tests/unit/test_two_runs.py", "tests/unit/test_benchmarks_smoke.py")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """With workers (pytest.ini: -n 2), the torchrun jobs (tests/e2e and E2E_FILES_ELSEWHERE) run
+    one after the other on one worker: their ranks would fight over the 2 cores, and some tests
+    time collectives and signals. The unit tests go file by file to whichever worker is free,
+    so a file's module-scoped job runs once. (pytest-xdist's own xdist_group marks do not group
+    under pytest 9.2, whose node ids no longer read the attribute xdist appends the group to.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class TorchrunJobsOnOneWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return worker_scope(nodeid)
+
+    return TorchrunJobsOnOneWorker(config, log)
+
+
+def worker_scope(nodeid):
+    """The tests one worker runs together, one after the other: the e2e group, or a file."""
+    path = nodeid.split("::", 1)[0]
+    return "e2e" if path.startswith("tests/e2e/") or path in E2E_FILES_ELSEWHERE else path
 
 
 def pytest_collection_modifyitems(config, items):
