@@ -32,7 +32,8 @@ pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="POSIX si
 
 UNITS = ("iteration", "rl-step", "request", "engine-step")
 ROUNDS = int(os.environ.get("SIGNAL_STORM_ROUNDS", "50"))
-SCRIPTS = max(1, ROUNDS // 5)  # plain scripts per unit, each ended by its one signal
+SCRIPTS = max(1, ROUNDS // 10)  # plain scripts per unit, each ended by its one signal (each
+# pays the profiler's first start, ~2 s of CPU: the rounds take most of the signals)
 # From the signal to the round's end (or the process's): the flush's own bound, and the
 # interpreter's exit on a machine loaded several times over (a few seconds when quiet).
 BOUND_S = SIGNAL_FLUSH_TIMEOUT_S + 40
