@@ -28,7 +28,8 @@ import pytest
 
 from mindspeed_prof.recording.exits import SIGNAL_FLUSH_TIMEOUT_S
 
-pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="POSIX signals")
+pytestmark = [pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="POSIX signals"),
+              pytest.mark.slow]  # 8 child interpreters, ~40 s on 2 quiet cores: CI, not between edits
 
 UNITS = ("iteration", "rl-step", "request", "engine-step")
 ROUNDS = int(os.environ.get("SIGNAL_STORM_ROUNDS", "50"))
