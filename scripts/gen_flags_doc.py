@@ -34,12 +34,21 @@ def cell(text):
     return " ".join(str(text).split()).replace("|", "\\|").replace("*", "\\*")
 
 
+def switch_default(knob):
+    """"on" or "off": a switch's default as ``KNOBS`` defines it. argparse's own default of a
+    store_true is always False, which is not what an untyped ``--profile-with-cpu`` means."""
+    _importable()
+    from mindspeed_prof.config.profiler_config import KNOBS
+
+    return "on" if KNOBS[knob].default is True else "off"
+
+
 def help_parts(action):
     """(what the flag does, the default --help states, what a value must be) of one flag."""
     text = action.help or ""
     match = DEFAULT_TAIL.search(text)
-    if match is None:  # a switch (store_true): --help states no default
-        return text, "off", "no value"
+    if match is None:  # a switch (store_true): --help states no default; KNOBS holds it
+        return text, switch_default(action.dest), "no value"
     return text[:match.start()], match["default"], match["expects"]
 
 
@@ -62,7 +71,7 @@ def flag_table():
     for action in flag_actions():
         what, default, expects = help_parts(action)
         metavar = "" if action.nargs == 0 else f" {action.metavar}" + (" …" if action.nargs == "+" else "")
-        shown = "off" if action.nargs == 0 else cell(default) if " " in default else f"`{default}`"
+        shown = default if action.nargs == 0 else cell(default) if " " in default else f"`{default}`"
         rows.append(f"| `{action.option_strings[0]}{metavar}` | {cell(what)} | {shown} | "
                     f"{cell(expects)} |")
     return "\n".join(rows)

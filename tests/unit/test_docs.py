@@ -63,10 +63,22 @@ def test_every_flag_of_help_is_in_docs_flags_with_its_help_line_and_default():
     for action in shown:
         text = " ".join(action.help.replace("%%", "%").split())
         match = re.search(r"\(default: (.*); expects (.*)\)$", text)
-        what, default = (text[:match.start()].strip(), match[1]) if match else (text, "off")
+        knob = action.option_strings[0][2:].replace("-", "_")
+        # A switch's --help states no default: it is the knob's own (argparse's False is not it).
+        switch = "on" if KNOBS[knob].default is True else "off"
+        what, default = (text[:match.start()].strip(), match[1]) if match else (text, switch)
         row = rows[action.option_strings[0]]
         assert row[1] == what, action.option_strings[0]
         assert row[2].strip("`") == default, action.option_strings[0]
+
+
+def test_docs_flags_shows_profile_with_cpu_on_as_its_knob_defines_it():
+    # argparse's default of a store_true is False; an untyped --profile-with-cpu means on.
+    rows = {row[0].strip("`").split()[0]: row
+            for row in table_rows(read("docs", "flags.md"), "<!-- flag table")}
+    assert KNOBS["profile_with_cpu"].default is True
+    assert rows["--profile-with-cpu"][2] == "on"
+    assert rows["--profile-with-stack"][2] == "off"
 
 
 def test_profile_ranks_help_names_the_hosts_default_not_rank_0_alone():
