@@ -94,7 +94,7 @@ def test_show_config_emulates_megatron_0_16_rank_0(capsys):
 def test_show_config_with_typed_ranks_reports_no_default(capsys):
     report = show_config(capsys, "--megatron-version", "0.19.0", "--profile-ranks", "1")
     assert report["ranks"]["selected"] == [1]
-    assert not any("not given" in n for n in report["notes"])
+    assert not any("--profile-ranks not given" in n for n in report["notes"])
 
 
 def test_show_config_refuses_a_version_that_is_no_release(capsys):
