@@ -11,6 +11,7 @@ aligned boundary and the reference's) is stated beside them: it is the tolerance
 alignment. With no step every rank recorded there is nothing to align on: raw clocks.
 """
 
+import math
 import os
 import re
 import statistics
@@ -101,7 +102,12 @@ def align(steps_by_rank: Dict[int, Dict[int, Tuple[float, float]]],
         offset = statistics.median(g for r in members for g in gaps(r))
         for rank in members:
             offsets[rank] = 0.0 if reference in members else round(offset, 3)
-    residual = {r: round(max(abs(g - offsets[r]) for g in gaps(r)), 3) for r in ranks}
+    # Boundaries far from zero (absolute clocks near 1e15) carry float steps of 1/8 µs and more:
+    # the stated residual covers them and is rounded up, so no aligned boundary lies past it.
+    slack = 2 * max(math.ulp(abs(v)) for steps in steps_by_rank.values()
+                    for bounds in steps.values() for v in bounds)
+    residual = {r: math.ceil((max(abs(g - offsets[r]) for g in gaps(r)) + slack) * 1000) / 1000
+                for r in ranks}
     shown = _span(common_steps)
     clocks = "per host" if any(isinstance(k, str) for k in groups) else "per rank"
     return Alignment(offsets, f"start and end of ProfilerStep#{shown} (recorded by every rank)",
