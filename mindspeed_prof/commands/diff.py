@@ -10,7 +10,7 @@ backend, a side with no numbers: the reason is printed), 2 on a usage error.
 
 import sys
 
-from .reading import run_reader
+from .reading import add_no_cache, run_reader
 
 HELP = "Compare two profiles (runs, windows or DIR:rankR): per-step breakdown and operators."
 
@@ -22,9 +22,7 @@ def add_arguments(parser):
     parser.add_argument("--top", type=int, default=10, metavar="N",
                         help="How many operators to list in each section (default 10).")
     parser.add_argument("--json", action="store_true", help="Machine-readable JSON.")
-    parser.add_argument("--no-cache", action="store_true",
-                        help="Read every file again, ignoring what an earlier check/summary "
-                             "remembered (MINDSPEED_PROF_CACHE).")
+    add_no_cache(parser)
 
 
 def run(args):

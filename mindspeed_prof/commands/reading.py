@@ -1,4 +1,4 @@
-"""What the commands that read a save path (check, summary) share: the options that choose
+"""What the commands that read a save path (check, summary, diff, timeline, report) share: the options that choose
 what is read, and how a run of theirs starts (the readers' parsers checked, the cache)."""
 
 
@@ -7,6 +7,11 @@ def add_run_and_cache(parser, verb: str) -> None:
     parser.add_argument("--run", metavar="ID", default=None,
                         help=f"When several jobs wrote into DIR: {verb} the run with this run "
                              f"id (as check and summary name them) instead of the newest.")
+    add_no_cache(parser)
+
+
+def add_no_cache(parser) -> None:
+    """``--no-cache``: every command that reads through the readers' cache takes it alike."""
     parser.add_argument("--no-cache", action="store_true",
                         help="Read every file again, ignoring what an earlier check/summary of "
                              "the same unchanged files remembered (MINDSPEED_PROF_CACHE).")

@@ -10,7 +10,7 @@ on the terminal. Streamed: memory stays flat whatever the number of ranks. Exit 
 
 import sys
 
-from .reading import run_reader
+from .reading import add_no_cache, run_reader
 
 HELP = ("Merge the chosen ranks of one window into one Chrome-trace/Perfetto file, clocks "
         "aligned on the steps every rank recorded.")
@@ -35,9 +35,7 @@ def add_arguments(parser):
     parser.add_argument("--min-us", type=float, default=0.0, metavar="X",
                         help="Leave out complete events shorter than X µs (step markers are "
                              "always kept); default 0, every event.")
-    parser.add_argument("--no-cache", action="store_true",
-                        help="Scan every file again, ignoring what an earlier check "
-                             "remembered (MINDSPEED_PROF_CACHE).")
+    add_no_cache(parser)
 
 
 def run(args):
