@@ -25,13 +25,9 @@ LAYOUT_ONE = "one"
 def build(directory: str, top: int = 10, run: Optional[str] = None) -> Dict[str, Any]:
     """The report's data for ``directory`` (``run``: ``--run``, as check and summary take it)."""
     from ..read.roles import role_roots
+    from ..summary.directory import check_arguments
 
-    if not os.path.isdir(directory):
-        what = "does not exist" if not os.path.exists(directory) else "is not a directory"
-        raise ConfigError(f"DIR {directory} {what}; give the --profile-save-path of the "
-                          f"profiled run (e.g. ./profile_dir), or one *_ascend_pt folder.")
-    if top < 1:
-        raise ConfigError(f"--top {top} must be >= 1.")
+    check_arguments(directory, top)
     roots = role_roots(directory)
     if roots and not (len(roots) == 1 and roots[0].rel == "."):
         if run is not None:

@@ -21,6 +21,16 @@ from .model import RankSummary, Summary
 __all__ = ["RankSummary", "Summary", "summarize_directory", "closing_notes", "read_capture"]
 
 
+def check_arguments(path: "str | os.PathLike[str]", top: int) -> None:
+    """DIR and ``--top`` as a command reading a save path takes them; ConfigError otherwise."""
+    if not os.path.isdir(path):
+        what = "does not exist" if not os.path.exists(path) else "is not a directory"
+        raise ConfigError(f"DIR {path} {what}; give the --profile-save-path of the profiled run "
+                          f"(e.g. ./profile_dir), or one *_ascend_pt folder.")
+    if top < 1:
+        raise ConfigError(f"--top {top} must be >= 1.")
+
+
 def summarize_directory(path: "str | os.PathLike[str]", top: int = 10,
                         only: Optional[Set[int]] = None,
                         takes_unranked: bool = True,
@@ -29,12 +39,7 @@ def summarize_directory(path: "str | os.PathLike[str]", top: int = 10,
     node's share of the job (``job/``), whose notes about the whole folder are left to the
     merge, as are the unranked captures unless ``takes_unranked``. ``run`` (``--run``): that
     run instead of the newest (``read/jobruns.py``; ``ConfigError`` when there is none)."""
-    if not os.path.isdir(path):
-        what = "does not exist" if not os.path.exists(path) else "is not a directory"
-        raise ConfigError(f"DIR {path} {what}; give the --profile-save-path of the profiled run "
-                          f"(e.g. ./profile_dir), or one *_ascend_pt folder.")
-    if top < 1:
-        raise ConfigError(f"--top {top} must be >= 1.")
+    check_arguments(path, top)
     found = discover(path)
     summary = Summary(directory=found.root, top=top)
     chosen = jobruns.choose(found.manifests, run)
