@@ -2,8 +2,9 @@
 # The second CI leg: Python 3.12 + torch 2.13.0 + megatron-core 0.19.2 (today's releases, which
 # need Python >= 3.12), in its own venv (.venv312), running the integration tests that matter on
 # today's Megatron (routes, headline defaults, windows, signals) and every
-# test marked `current_megatron` (they skip on the Python 3.11 / megatron-core 0.16.1 leg).
-# tests/e2e/test_inference_server.py is not in the list: its static-engine harness imports
+# test marked `current_megatron` (they skip on the Python 3.11 / megatron-core 0.16.1 leg); the
+# files are tests/conftest.py's CURRENT_LEG_FILES. tests/e2e/test_inference_server.py is not
+# among them: its static-engine harness imports
 # megatron.core.inference modules that megatron-core 0.19 removed; inference tests written for
 # 0.19's engines carry the current_megatron marker instead.
 #
@@ -41,13 +42,7 @@ pip install torch==2.13.0
 pip install '.[test-current]'
 echo "== installed in $(( $(date +%s) - started )) s"
 # Every test marked current_megatron, wherever it lives (other areas mark theirs too), plus the
-# integration files that decide whether the headline command works on today's Megatron.
-python -m pytest -m current_megatron tests
-python -m pytest \
-    tests/e2e/test_current_megatron.py \
-    tests/e2e/test_integration.py \
-    tests/e2e/test_window_plans.py \
-    tests/e2e/test_loop_signals.py \
-    -m "not current_megatron" \
-    -k "not test_each_megatron_signature_is_hooked"  # 0.12-0.15 shapes: the 3.11 leg's job
+# integration files that decide whether the headline command works on today's Megatron: one
+# pytest run, on pytest.ini's two workers (tests/conftest.py: the current_leg marker).
+python -m pytest -m current_leg tests
 echo "== Python 3.12 leg done in $(( $(date +%s) - started )) s"

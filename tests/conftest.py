@@ -22,6 +22,9 @@ def pytest_configure(config):
                    "gloo or torchrun jobs) or runs mypy; `-m \"not e2e and not slow\"` is the loop "
                    "to run between edits, CI runs them all")
     config.addinivalue_line(
+        "markers", "current_leg: what the Python 3.12 leg runs (scripts/test_current_megatron.sh): "
+                   "every current_megatron test and the files in CURRENT_LEG_FILES")
+    config.addinivalue_line(
         "markers", "current_megatron: needs megatron-core >= 0.17 (Python >= 3.12); skipped "
                    "elsewhere, run by scripts/test_current_megatron.sh")
 
@@ -80,37 +83,92 @@ def is_slow_unit_test(item):
                for entry in SLOW_UNIT_TESTS)
 
 
-# Unit files that hold e2e-marked tests (torchrun jobs, the benchmarks' smoke run): with workers
-# they run in the e2e group (see pytest_xdist_make_scheduler).
-E2E_FILES_ELSEWHERE = ("tests/unit/test_two_runs.py", "tests/unit/test_benchmarks_smoke.py")
+# The e2e files whose assertions lean on time: a straggler or jitter judged against the other
+# steps, a signal sent once every rank reached an iteration, a slow export against a timeout.
+# With workers they run one after the other on one worker (TIMED_GROUP), so no two of them load
+# the 2 cores at once; every other file, e2e or unit, is a group of its own.
+TIMED_E2E_FILES = (
+    "tests/e2e/test_captures_torchrun.py",
+    "tests/e2e/test_capture_examples.py",
+    "tests/e2e/test_real_megatron_captures.py",
+    "tests/e2e/test_no_hang.py",
+    "tests/e2e/test_exit_paths.py",
+    "tests/e2e/test_loop_signals.py",
+)
+TIMED_GROUP = "e2e-timed"
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """With workers (pytest.ini: -n 2), the torchrun jobs (tests/e2e and E2E_FILES_ELSEWHERE) run
-    one after the other on one worker: their ranks would fight over the 2 cores, and some tests
-    time collectives and signals. The unit tests go file by file to whichever worker is free,
-    so a file's module-scoped job runs once. (pytest-xdist's own xdist_group marks do not group
-    under pytest 9.2, whose node ids no longer read the attribute xdist appends the group to.)"""
+    """With workers (pytest.ini: -n 2), each worker takes a whole file at a time, so that a
+    file's module-scoped job runs once, and the timed e2e files (TIMED_E2E_FILES) one after the
+    other as one group. Two torchrun jobs may run side by side: a job leaves a core idle for a
+    third of its time (agent start-up, rendezvous, the readers after it), which the other worker
+    fills. (pytest-xdist's own xdist_group marks do not group under pytest 9.2, whose node ids
+    no longer read the attribute xdist appends the group to.)"""
     from xdist.scheduler import LoadScopeScheduling
 
-    class TorchrunJobsOnOneWorker(LoadScopeScheduling):
+    class FilesAndTheTimedGroup(LoadScopeScheduling):
         def _split_scope(self, nodeid):
             return worker_scope(nodeid)
 
-    return TorchrunJobsOnOneWorker(config, log)
+    return FilesAndTheTimedGroup(config, log)
+
+
+def longest_first(items):
+    """The items in the order workers should take their groups: the timed group (the longest),
+    then the other e2e files and the files with slow tests, then the quick files, which fill the
+    end on both workers instead of one slow file running alone. The order within a group, and
+    among groups of one rank, stays as collected."""
+    rank = {}
+    for item in items:
+        scope = worker_scope(item.nodeid)
+        if scope == TIMED_GROUP:
+            mine = 0
+        elif scope.startswith("tests/e2e/") or item.get_closest_marker("slow") \
+                or item.get_closest_marker("e2e"):
+            mine = 1
+        else:
+            mine = 2
+        rank[scope] = min(rank.get(scope, 2), mine)
+    items.sort(key=lambda item: rank[worker_scope(item.nodeid)])
 
 
 def worker_scope(nodeid):
-    """The tests one worker runs together, one after the other: the e2e group, or a file."""
+    """The tests one worker runs together, one after the other: the timed group, or a file."""
     path = nodeid.split("::", 1)[0]
-    return "e2e" if path.startswith("tests/e2e/") or path in E2E_FILES_ELSEWHERE else path
+    return TIMED_GROUP if path in TIMED_E2E_FILES else path
+
+
+# The Python 3.12 leg (scripts/test_current_megatron.sh: `-m current_leg`) runs every test
+# marked current_megatron, wherever it lives, and these files, which decide whether the headline
+# command works on today's Megatron (routes, headline defaults, windows, signals), but for the
+# tests named in CURRENT_LEG_LEFT_OUT.
+CURRENT_LEG_FILES = (
+    "tests/e2e/test_current_megatron.py",
+    "tests/e2e/test_integration.py",
+    "tests/e2e/test_window_plans.py",
+    "tests/e2e/test_loop_signals.py",
+)
+CURRENT_LEG_LEFT_OUT = (
+    "test_each_megatron_signature_is_hooked",  # 0.12-0.15 shapes: the 3.11 leg's job
+)
+
+
+def in_current_leg(item):
+    path = os.path.relpath(str(item.path), REPO).replace(os.sep, "/")
+    name = getattr(item, "originalname", item.name)
+    return "current_megatron" in item.keywords or (
+        path in CURRENT_LEG_FILES and name not in CURRENT_LEG_LEFT_OUT)
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if is_slow_unit_test(item):
             item.add_marker(pytest.mark.slow)
+        if in_current_leg(item):
+            item.add_marker(pytest.mark.current_leg)
+    longest_first(items)
     core = installed_megatron_core()
     if core is not None and core >= CURRENT_MEGATRON:
         return

@@ -1,13 +1,20 @@
-"""The test selection the docs name: every test marked `slow` by name still exists, so the loop
-to run between edits (`-m "not e2e and not slow"`) does not silently grow back; with workers,
-every torchrun job runs on one of them."""
+"""The test selections the docs name stay true: every test marked `slow` by name still exists,
+so the loop to run between edits (`-m "not e2e and not slow"`) does not silently grow back; the
+timed e2e files, which run one after the other on one worker, exist; the Python 3.12 leg's files
+and the tests it leaves out exist."""
 
 import os
 import re
 
 import pytest
 
-from conftest import E2E_FILES_ELSEWHERE, SLOW_UNIT_TESTS, TESTS, worker_scope
+from conftest import (CURRENT_LEG_FILES, CURRENT_LEG_LEFT_OUT, REPO, SLOW_UNIT_TESTS, TESTS,
+                      TIMED_E2E_FILES, TIMED_GROUP, worker_scope)
+
+
+def _source(path):
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
 
 
 def test_every_file_test_and_fixture_the_slow_list_names_exists():
@@ -17,29 +24,30 @@ def test_every_file_test_and_fixture_the_slow_list_names_exists():
         if not os.path.exists(os.path.join(TESTS, path)):
             gone.append(entry)
             continue
-        with open(os.path.join(TESTS, path), encoding="utf-8") as handle:
-            source = handle.read()
-        if rest and not re.search(rf"^def {re.escape(rest)}\(", source, flags=re.M):
+        if rest and not re.search(rf"^def {re.escape(rest)}\(", _source(os.path.join(TESTS, path)),
+                                  flags=re.M):
             gone.append(entry)
     assert gone == []
 
 
-def test_every_file_that_holds_e2e_tests_runs_in_the_workers_e2e_group():
-    holders = set()
-    for folder in ("unit", "e2e"):
-        for name in os.listdir(os.path.join(TESTS, folder)):
-            if name.startswith("test_") and name.endswith(".py"):
-                with open(os.path.join(TESTS, folder, name), encoding="utf-8") as handle:
-                    if re.search(r"pytest\.mark\.e2e\b", handle.read()):
-                        holders.add(f"tests/{folder}/{name}")
-    assert holders and all(worker_scope(f"{path}::test_x") == "e2e" for path in holders)
-    assert set(E2E_FILES_ELSEWHERE) <= holders
+def test_every_timed_e2e_file_exists_and_holds_e2e_tests():
+    for path in TIMED_E2E_FILES:
+        assert re.search(r"pytest\.mark\.e2e\b", _source(os.path.join(REPO, path))), path
 
 
 @pytest.mark.parametrize("nodeid, scope", [
-    ("tests/e2e/test_no_hang.py::test_async[2]", "e2e"),
-    ("tests/unit/test_two_runs.py::test_a_second_job", "e2e"),
+    ("tests/e2e/test_no_hang.py::test_async[2]", TIMED_GROUP),
+    ("tests/e2e/test_captures_torchrun.py::test_x", TIMED_GROUP),
+    ("tests/e2e/test_harness.py::test_x", "tests/e2e/test_harness.py"),
+    ("tests/unit/test_two_runs.py::test_a_second_job", "tests/unit/test_two_runs.py"),
     ("tests/unit/test_window.py::test_schedule_records_exactly_the_window", "tests/unit/test_window.py"),
 ])
-def test_a_worker_takes_the_e2e_group_whole_and_unit_tests_file_by_file(nodeid, scope):
+def test_a_worker_takes_the_timed_group_whole_and_every_other_test_file_by_file(nodeid, scope):
     assert worker_scope(nodeid) == scope
+
+
+def test_the_python_312_legs_files_and_the_tests_it_leaves_out_exist():
+    sources = [_source(os.path.join(REPO, path)) for path in CURRENT_LEG_FILES]
+    for name in CURRENT_LEG_LEFT_OUT:
+        assert any(re.search(rf"^def {re.escape(name)}\(", source, flags=re.M)
+                   for source in sources), name
