@@ -85,8 +85,9 @@ def is_slow_unit_test(item):
 
 # The e2e files whose assertions lean on time: a straggler or jitter judged against the other
 # steps, a signal sent once every rank reached an iteration, a slow export against a timeout.
-# With workers they run one after the other on one worker (TIMED_GROUP), so no two of them load
-# the 2 cores at once; every other file, e2e or unit, is a group of its own.
+# With workers they run one after the other on one worker (TIMED_GROUP): never two of them at
+# once, each beside whatever the other worker runs (as on a developer's busy machine). Every
+# other file, e2e or unit, is a group of its own.
 TIMED_E2E_FILES = (
     "tests/e2e/test_captures_torchrun.py",
     "tests/e2e/test_capture_examples.py",
