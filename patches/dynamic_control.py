@@ -187,7 +187,8 @@ def apply_start(engine, request, generation) -> None:
         if answer == "busy":
             control.refused(generation)
         else:
-            control.started(generation, next_step, request)
+            control.started(generation, next_step, request,
+                            taken_here=answer != "not recorded here")
     if driver.rank == 0:
         if answer == "not recorded here":
             answer = (f"window {generation} relayed to the profiled ranks (rank 0 is not one "

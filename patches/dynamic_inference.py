@@ -105,8 +105,9 @@ def _close_at_exit(driver):
 
 def _step_ended(n):
     if control is not None:  # rank 0 of a server: what its routes must know
-        control.unit_ended(n)
-        control.flags_window(state.engine.recorder.planned_window_running)
+        recorder = state.engine.recorder
+        control.unit_ended(n, recorder.asked_window_pending)
+        control.flags_window(recorder.planned_window_running)
 
 
 def mindspeed_prof_dynamic_engine_init_wrapper(init):

@@ -243,8 +243,10 @@ def mindspeed_prof_run_mcore_engine_wrapper(run_mcore_engine):
         from mindspeed_prof.patches import dynamic_inference
 
         if dynamic_inference.control is not None:  # rank 0 of a static server with --profile
-            # Whether or not rank 0 records: a window with a length ends for the routes here.
-            dynamic_inference.control.unit_ended(_served(state.inference))
+            # Whether or not rank 0 records: a window with a length ends for the routes here,
+            # and one rank 0 records ends for them when it ended there (its budget).
+            dynamic_inference.control.unit_ended(_served(state.inference),
+                                                 _asked_pending(state.inference))
         return result
 
     return request_after_profile_decisions
@@ -274,12 +276,19 @@ def _apply_decisions():
             if answer == "busy":
                 control.refused(generation)
             else:
-                control.started(generation, following, window)
+                control.started(generation, following, window,
+                                taken_here=answer != "not recorded here")
         if rank == 0:
             if answer == "not recorded here":
                 answer = (f"window {generation} relayed to the profiled ranks (rank 0 is not "
                           f"one of --profile-ranks)")
             log.info(f"POST /{kind}_profile: {answer} before request {following}")
+
+
+def _asked_pending(driver):
+    """Whether rank 0's recorder still holds the window asked over HTTP (None: no recorder)."""
+    recorder = getattr(driver, "recorder", None)
+    return None if recorder is None else recorder.asked_window_pending
 
 
 def _served(driver):

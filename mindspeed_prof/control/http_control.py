@@ -56,7 +56,10 @@ DEFAULT_WINDOW_GB = 2.0
 TOKEN_HEADER = "Authorization"
 
 # WindowControl's shared slots
-_OPEN, _GENERATION, _BUSY_BY_FLAGS, _LAST = range(4)
+_OPEN, _GENERATION, _BUSY_BY_FLAGS, _LAST, _LAST_HOW = range(5)
+# How the window in _LAST ended by itself: after its 'max' units, or on rank 0 before its length
+# or a stop (its budget, or the recorder closing there; rank 0's manifest says which).
+_BY_MAX, _ON_RANK_0 = 1, 2
 
 
 class BadRequest(ValueError):
@@ -262,8 +265,9 @@ class WindowControl:
 
     def __init__(self) -> None:
         context = multiprocessing.get_context("fork")
-        self._slots = context.Array(ctypes.c_longlong, 4)
+        self._slots = context.Array(ctypes.c_longlong, 5)
         self._expected_last: Optional[Tuple[int, int]] = None  # rank 0: (generation, unit)
+        self._taken_here: Optional[int] = None  # rank 0 records this generation itself
 
     def try_start(self) -> Tuple[Optional[int], str]:
         """(the new window's generation, "") or (None, why not)."""
@@ -284,12 +288,24 @@ class WindowControl:
         with self._slots.get_lock():
             slots = self._slots
             if not slots[_OPEN]:
-                last = slots[_LAST]
-                ended = (f"; window {slots[_GENERATION]} ended by itself after its 'max' units"
-                         if last and last == slots[_GENERATION] else "")
-                return None, f"no window started over HTTP is running{ended}"
+                return None, f"no window started over HTTP is running{self._ended()}"
             slots[_OPEN] = 0
             return int(slots[_GENERATION]), ""
+
+    def _ended(self) -> str:
+        slots = self._slots
+        if not slots[_LAST] or slots[_LAST] != slots[_GENERATION]:
+            return ""
+        if slots[_LAST_HOW] == _ON_RANK_0:
+            return (f"; window {slots[_GENERATION]} ended on rank 0 before a stop: it wrote its "
+                    f"budget there, or the recorder closed (rank 0's manifest says which)")
+        return f"; window {slots[_GENERATION]} ended by itself after its 'max' units"
+
+    def _close(self, generation: int, how: int) -> None:
+        with self._slots.get_lock():
+            if self._slots[_OPEN] and self._slots[_GENERATION] == generation:
+                self._slots[_OPEN], self._slots[_LAST] = 0, generation
+                self._slots[_LAST_HOW] = how
 
     @property
     def open(self) -> bool:
@@ -297,27 +313,35 @@ class WindowControl:
 
     # -- the engine's rank 0 ---------------------------------------------------------------------
 
-    def started(self, generation: Optional[int], asked_before: int, request: WindowRequest
-                ) -> None:
+    def started(self, generation: Optional[int], asked_before: int, request: WindowRequest,
+                taken_here: bool = False) -> None:
         """The start reached rank 0 before unit ``asked_before``: a window with a length ends
-        by itself after unit ``asked_before + delay + max - 1``."""
-        if generation is not None and request.length:
+        by itself after unit ``asked_before + delay + max - 1``. ``taken_here``: rank 0 records
+        it itself, so its end there (``unit_ended``'s ``asked_pending``) is the window's."""
+        if generation is None:
+            return
+        self._taken_here = generation if taken_here else None
+        if request.length:
             self._expected_last = (generation,
                                    asked_before + request.delay + request.length - 1)
 
-    def unit_ended(self, n: int) -> None:
-        """Rank 0 ended unit ``n``: a window whose length is reached closes here."""
+    def unit_ended(self, n: int, asked_pending: Optional[bool] = None) -> None:
+        """Rank 0 ended unit ``n``: a window whose length is reached closes here, and one rank 0
+        records closes once its recorder no longer holds it (``asked_pending`` False: stopped
+        at its budget, or the recorder closed), so that a start is not refused, nor a stop
+        taken, for a window that records nothing any more."""
         expected = self._expected_last
-        if expected is None or n < expected[1]:
-            return
-        self._expected_last = None
-        with self._slots.get_lock():
-            if self._slots[_OPEN] and self._slots[_GENERATION] == expected[0]:
-                self._slots[_OPEN], self._slots[_LAST] = 0, expected[0]
+        if expected is not None and n >= expected[1]:
+            self._expected_last = None
+            self._close(expected[0], _BY_MAX)
+        taken = self._taken_here
+        if taken is not None and asked_pending is False:
+            self._taken_here = None
+            self._close(taken, _ON_RANK_0)
 
     def refused(self, generation: Optional[int]) -> None:
         """Rank 0 could not take the window (one from the flags ran): the routes know."""
-        self._expected_last = None
+        self._expected_last = self._taken_here = None
         with self._slots.get_lock():
             if generation is not None and self._slots[_GENERATION] == generation:
                 self._slots[_OPEN] = 0

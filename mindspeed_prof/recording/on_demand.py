@@ -97,6 +97,13 @@ class OnDemandWindows:
             and self._demand.holds(self.schedule))
 
     @property
+    def asked_window_pending(self) -> bool:
+        """A window asked for at run time still waits for its first unit or records: False
+        once it ended, by its length, a stop, or by itself here (its budget, the recorder
+        closing): what a server's routes must learn (``http_control.WindowControl``)."""
+        return self._demand is not None and not self.closed and self.window_running
+
+    @property
     def planned_window_running(self) -> bool:
         """A window from the flags or the trigger records now (not one asked for at run time)."""
         session = self._session

@@ -189,3 +189,29 @@ def test_rank_0_that_records_nothing_follows_a_window_with_max_to_its_end(
            "--profile-ranks) before request 2" in out
     assert "window 2 relayed to the profiled ranks (rank 0 is not one of --profile-ranks) " \
            "before request 3" in out
+
+
+def test_a_window_rank_0_stopped_at_its_budget_is_over_for_the_routes_too(
+        served, monkeypatch, tmp_path, capsys):
+    # An HTTP start with no max runs under its default budget: once rank 0 wrote it, the window
+    # ends there, and the routes must say so instead of "a window is already running" (409)
+    # until a client stops a window that no longer records.
+    from mindspeed_prof.control import http_control
+
+    monkeypatch.setattr(http_control, "DEFAULT_WINDOW_GB", 1e-9)  # its first trace crosses it
+    driver = RequestDriver(_config(tmp_path), rank=0, world_size=1)
+    driver.arm(planned=False)
+    monkeypatch.setattr(state, "inference", driver)
+    engine = profile_routes.mindspeed_prof_run_mcore_engine_wrapper(_run_mcore_engine)
+    engine("request 1")
+    assert post(served, "/start_profile")[0] == 200
+    engine("request 2")  # recorded, then stopped: it wrote its budget
+    engine("request 3")
+    status, answer = post(served, "/stop_profile")
+    assert status == 409, answer
+    assert "window 1 ended on rank 0 before a stop" in answer["details"]
+    assert "its budget" in answer["details"]
+    status, answer = post(served, "/start_profile", {"max": 1})
+    assert status == 200, answer
+    engine("request 4")
+    driver.close("finished", "test over")
