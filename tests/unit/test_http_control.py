@@ -109,27 +109,24 @@ def test_a_window_with_a_length_is_closed_for_the_routes_when_rank_0_passes_its_
     assert again is None and "ended by itself after its 'max' units" in why
 
 
-def test_a_window_rank_0_records_is_closed_for_the_routes_once_rank_0_no_longer_holds_it():
+@pytest.mark.parametrize("taken_here", [True, False], ids=["rank 0 records", "rank 0 relays"])
+def test_a_window_is_closed_for_the_routes_when_rank_0_records_it_and_no_longer_holds_it(
+        taken_here):
+    # Rank 0 relays it only under --profile-ranks 1: its recorder never holds the window, so
+    # its answer says nothing of the window's end.
     control = WindowControl()
     generation, _ = control.try_start()
-    control.started(generation, asked_before=3, request=start_request({}), taken_here=True)
+    control.started(generation, asked_before=3, request=start_request({}), taken_here=taken_here)
     control.unit_ended(3, asked_pending=True)
     assert control.open
     control.unit_ended(4, asked_pending=False)  # rank 0 stopped it: its budget
+    if not taken_here:
+        assert control.open and control.try_stop() == (generation, "")
+        return
     assert not control.open
     again, why = control.try_stop()
     assert again is None and f"window {generation} ended on rank 0 before a stop" in why
     assert control.try_start()[0] == generation + 1
-
-
-def test_a_window_rank_0_only_relays_stays_open_for_the_routes_until_a_stop():
-    control = WindowControl()
-    generation, _ = control.try_start()
-    # --profile-ranks 1: rank 0's recorder never holds the window, so its answer says nothing.
-    control.started(generation, asked_before=3, request=start_request({}), taken_here=False)
-    control.unit_ended(5, asked_pending=False)
-    assert control.open
-    assert control.try_stop() == (generation, "")
 
 
 def test_a_window_from_the_flags_running_on_rank_0_refuses_a_start():
