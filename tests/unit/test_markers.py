@@ -51,3 +51,30 @@ def test_the_python_312_legs_files_and_the_tests_it_leaves_out_exist():
     for name in CURRENT_LEG_LEFT_OUT:
         assert any(re.search(rf"^def {re.escape(name)}\(", source, flags=re.M)
                    for source in sources), name
+
+
+class _Item:
+    def __init__(self, nodeid, marker=None):
+        self.nodeid, self._marker = nodeid, marker
+
+    def get_closest_marker(self, name):
+        return name if name == self._marker else None
+
+
+def test_workers_take_the_timed_group_first_then_e2e_and_slow_files_then_the_quick_ones():
+    from conftest import longest_first
+
+    items = [_Item("tests/unit/test_window.py::a"),
+             _Item("tests/unit/test_exits.py::quick"),
+             _Item("tests/unit/test_exits.py::signals", marker="slow"),
+             _Item("tests/e2e/test_harness.py::a"),
+             _Item("tests/e2e/test_no_hang.py::a"),
+             _Item("tests/unit/test_window.py::b")]
+    longest_first(items)
+    assert [item.nodeid for item in items] == [
+        "tests/e2e/test_no_hang.py::a",
+        "tests/unit/test_exits.py::quick",  # a file keeps its order, with its slow test's rank
+        "tests/unit/test_exits.py::signals",
+        "tests/e2e/test_harness.py::a",
+        "tests/unit/test_window.py::a",
+        "tests/unit/test_window.py::b"]
