@@ -16,11 +16,11 @@ import time
 import pytest
 import torch
 
-FAKES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fakes")
-if FAKES_DIR not in sys.path:
-    sys.path.insert(0, FAKES_DIR)
-
-from loader import VERSION_ENV, load_fake_torch_npu, unload_fake_torch_npu  # noqa: E402
+# tests/fakes goes on sys.path only while a test loads the fake (load_fake_torch_npu), and off
+# again after it (clean_env): on it from collection on, it made torch_npu importable to every
+# later test of the worker (show-config's "backend auto" then chose the fake).
+from fakes.loader import (FAKES_DIR, VERSION_ENV, load_fake_torch_npu,
+                          unload_fake_torch_npu)
 
 VERSIONS = ("2.6.0", "2.7.1", "2.14.0")
 STAMP = r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] "
@@ -37,8 +37,10 @@ def clean_env(monkeypatch):
     analysis = sys.modules.get("torch_npu.profiler.analysis")
     if analysis is not None:
         analysis.wait_for_async_parses(timeout=60)
-    # Later test modules must not inherit whichever wheel this test loaded.
+    # Later test modules must not inherit whichever wheel this test loaded, nor find one.
     unload_fake_torch_npu()
+    while FAKES_DIR in sys.path:
+        sys.path.remove(FAKES_DIR)
 
 
 @pytest.fixture
