@@ -184,11 +184,7 @@ def apply_start(engine, request, generation) -> None:
     next_step = dynamic_inference.next_step(engine)
     answer = driver.start_window(next_step, request)
     if control is not None:
-        if answer == "busy":
-            control.refused(generation)
-        else:
-            control.started(generation, next_step, request,
-                            taken_here=answer != "not recorded here")
+        control.answered(generation, answer, next_step, request)
     if driver.rank == 0:
         if answer == "not recorded here":
             answer = (f"window {generation} relayed to the profiled ranks (rank 0 is not one "

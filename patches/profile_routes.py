@@ -273,11 +273,7 @@ def _apply_decisions():
         answer = driver.start_window(window) if kind == "start" else driver.stop_window()
         following = _served(driver) + 1
         if control is not None and kind == "start":
-            if answer == "busy":
-                control.refused(generation)
-            else:
-                control.started(generation, following, window,
-                                taken_here=answer != "not recorded here")
+            control.answered(generation, answer, following, window)
         if rank == 0:
             if answer == "not recorded here":
                 answer = (f"window {generation} relayed to the profiled ranks (rank 0 is not "

@@ -325,6 +325,16 @@ class WindowControl:
             self._expected_last = (generation,
                                    asked_before + request.delay + request.length - 1)
 
+    def answered(self, generation: Optional[int], answer: str, asked_before: int,
+                 request: WindowRequest) -> None:
+        """Rank 0's driver answered the start (``start_window``'s answer): "busy" refuses it,
+        anything else starts it, recorded on rank 0 unless the answer says it is not."""
+        if answer == "busy":
+            self.refused(generation)
+        else:
+            self.started(generation, asked_before, request,
+                         taken_here=answer != "not recorded here")
+
     def unit_ended(self, n: int, asked_pending: Optional[bool] = None) -> None:
         """Rank 0 ended unit ``n``: a window whose length is reached closes here, and one rank 0
         records closes once its recorder no longer holds it (``asked_pending`` False: stopped
