@@ -1,8 +1,9 @@
 """Packaging for mindspeed_prof.
 
 ``arguments/`` and ``patches/`` live at the top of the repository (one place for every flag, one
-place for every Megatron/MindSpeed touch point) but install inside the package, so nothing named
-``arguments`` or ``patches`` lands at the top of site-packages. The autoload hook is a ``.pth``
+place for every Megatron/MindSpeed touch point) and are linked into the package
+(``mindspeed_prof/arguments``, ``mindspeed_prof/patches``), so they install inside it and nothing
+named ``arguments`` or ``patches`` lands at the top of site-packages. The autoload hook is a ``.pth``
 file copied into the wheel's root by ``build_py``, which is how it reaches site-packages in a
 regular (non-editable) install.
 """
@@ -87,11 +88,6 @@ setup(
         "mindspeed_prof.arguments",
         "mindspeed_prof.patches",
     ],
-    package_dir={
-        "mindspeed_prof": "mindspeed_prof",
-        "mindspeed_prof.arguments": "arguments",
-        "mindspeed_prof.patches": "patches",
-    },
     package_data={"mindspeed_prof.autoload": [PTH_FILE]},
     cmdclass={"build_py": BuildWithAutoload},
     # pysimdjson, msgspec, pyarrow, numpy: the CLI's readers (check/summary); imported lazily,

@@ -129,9 +129,8 @@ def package_imports():
     import glob
 
     found = collections.defaultdict(list)
-    roots = [("mindspeed_prof", "mindspeed_prof"), ("arguments", "mindspeed_prof.arguments"),
-             ("patches", "mindspeed_prof.patches")]
-    for folder, package in roots:
+    # arguments/ and patches/ are walked through their links inside the package
+    for folder, package in [("mindspeed_prof", "mindspeed_prof")]:
         for path in glob.glob(os.path.join(REPO, folder, "**", "*.py"), recursive=True):
             relative = os.path.relpath(path, os.path.join(REPO, folder))[:-3].replace(os.sep, ".")
             module = f"{package}.{relative}".removesuffix(".__init__")
@@ -197,3 +196,25 @@ def test_the_imports_users_write_still_work():
         "from mindspeed_prof.arguments import add_profile_args\n"
         "from mindspeed_prof.patches import activate")
     assert "mindspeed_prof.config.profiler_config" in modules
+
+
+def test_only_arguments_and_patches_join_the_package_from_the_repository_top():
+    # They are links inside the package (static tools follow them); the rest of the top
+    # (tests/, benchmarks/, scripts/) is not part of it, as it is not in a wheel.
+    for name in ("arguments", "patches"):
+        link = os.path.join(REPO, "mindspeed_prof", name)
+        assert os.path.islink(link) and os.readlink(link) == os.path.join("..", name)
+    script = ("import importlib, json, mindspeed_prof.arguments, mindspeed_prof.patches\n"
+              "found = []\n"
+              "for name in ('tests', 'benchmarks', 'scripts', 'docs'):\n"
+              "    try:\n"
+              "        importlib.import_module('mindspeed_prof.' + name)\n"
+              "        found.append(name)\n"
+              "    except ImportError:\n"
+              "        pass\n"
+              "print(json.dumps([found, mindspeed_prof.arguments.__file__]))")
+    out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
+                         text=True, cwd=REPO)
+    found, arguments_file = json.loads(out.stdout)
+    assert found == []
+    assert os.path.realpath(arguments_file) == os.path.join(REPO, "arguments", "__init__.py")
