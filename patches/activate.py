@@ -57,13 +57,9 @@ def _hook_engines():
     """An inference engine a plain megatron-core script builds (no ``initialize_megatron``) is
     hooked when its module is imported; its config then comes from this command line, the
     environment and the YAML file (``engine_config``)."""
-    from mindspeed_prof.patches.dynamic_inference import hook_dynamic_engine
-    from mindspeed_prof.patches.inference import hook_inference
-    from mindspeed_prof.patches.profile_routes import hook_profile_routes
+    from mindspeed_prof.patches import hooks
 
-    hook_inference()
-    hook_dynamic_engine()
-    hook_profile_routes()
+    hooks.install(hooks.ENGINE_HOOKS)
 
 
 def _patch_arguments(module):

@@ -20,7 +20,7 @@ from mindspeed_prof.arguments.messages import with_fix
 from mindspeed_prof.errors import ConfigError
 from mindspeed_prof.recording.startup import preflight
 from mindspeed_prof.patches import megatron_host_profiling as host_profiling
-from mindspeed_prof.patches import sigterm
+from mindspeed_prof.patches import hooks, sigterm
 from mindspeed_prof.patches.megatron_memory import take_over_memory_history
 from mindspeed_prof.patches.state import state, usage_exit
 from mindspeed_prof.config.ranks import parse_rank_tokens
@@ -109,11 +109,6 @@ def mindspeed_prof_validate_args_wrapper(validate_args):
 
 def take_ownership(args):
     """Build the ProfilerConfig from Megatron's args and turn the host's profilers off."""
-    from mindspeed_prof.patches.dynamic_inference import hook_dynamic_engine
-    from mindspeed_prof.patches.inference import hook_inference
-    from mindspeed_prof.patches.megatron_loop import hook_training_loop
-    from mindspeed_prof.patches.profile_routes import hook_profile_routes
-
     if state.config is not None or state.left_to_host:
         return state.config  # already decided (MindSpeed's feature hook and ours both call this)
     rank = getattr(args, "rank", 0) or 0
@@ -149,9 +144,6 @@ def take_ownership(args):
             log.info(note, rank=rank)
     # The one documented write to args: the host's own profilers see profiling as off.
     args.profile = False
-    hook_training_loop()
-    hook_inference()  # inference entry scripts parse and validate Megatron's args too
-    hook_dynamic_engine()
-    hook_profile_routes()
+    hooks.install(hooks.OWNED_JOB_HOOKS)
     sigterm.install()
     return config

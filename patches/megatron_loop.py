@@ -113,5 +113,3 @@ def hook_training_loop():
         targets.append(LLM_TRAIN)
     for target in targets:
         registry.ensure(target)
-    from mindspeed_prof.patches.megatron_rl import hook_rl_loop
-    hook_rl_loop()  # imported by megatron.training when present: iterations cover the RL stages
