@@ -126,8 +126,8 @@ def test_windows_lists_every_trigger_state():
 
 
 def markdown_pages():
-    pages = ["README.md"] + [os.path.join("docs", name) for name in sorted(os.listdir(DOCS))
-                             if name.endswith(".md")]
+    pages = ["README.md", os.path.join("tests", "README.md")] + [
+        os.path.join("docs", name) for name in sorted(os.listdir(DOCS)) if name.endswith(".md")]
     return pages
 
 
@@ -158,3 +158,12 @@ def test_every_link_of_the_page_reaches_a_file_and_heading_that_exist(page):
 
 def test_the_readme_stays_a_front_door():
     assert len(read("README.md").splitlines()) <= 250
+
+
+def test_the_tests_map_names_every_folder_of_tests_and_nothing_else():
+    table = read("tests", "README.md").split("| folder", 1)[1].split("\n\n", 1)[0]
+    listed = {line.split("|")[1].strip().strip("`/") for line in table.splitlines()[2:]}
+    folders = {name for name in os.listdir(os.path.join(REPO, "tests"))
+               if os.path.isdir(os.path.join(REPO, "tests", name)) and not name.startswith(
+                   ("__", "."))}
+    assert listed == folders
