@@ -218,3 +218,79 @@ def test_only_arguments_and_patches_join_the_package_from_the_repository_top():
     found, arguments_file = json.loads(out.stdout)
     assert found == []
     assert os.path.realpath(arguments_file) == os.path.join(REPO, "arguments", "__init__.py")
+
+
+def module_imports():
+    """{module: modules of the package it imports, at any depth of its code}."""
+    import ast
+    import glob
+
+    graph = {}
+    for path in glob.glob(os.path.join(REPO, "mindspeed_prof", "**", "*.py"), recursive=True):
+        relative = os.path.relpath(path, REPO)[:-3].replace(os.sep, ".")
+        module = relative.removesuffix(".__init__")
+        own = module if path.endswith("__init__.py") else module.rsplit(".", 1)[0]
+        deps = set()
+        for node in ast.walk(ast.parse(open(path).read())):
+            if isinstance(node, ast.ImportFrom):
+                base = own.split(".")[: len(own.split(".")) - node.level + 1] if node.level \
+                    else []
+                target = ".".join(base + ([node.module] if node.module else []))
+                for alias in node.names:  # `from . import x` imports the module x
+                    named = f"{target}.{alias.name}"
+                    folder = os.path.join(REPO, *named.split("."))
+                    deps.add(named if os.path.exists(folder + ".py") or os.path.isdir(folder)
+                             else target)
+            elif isinstance(node, ast.Import):
+                deps |= {alias.name for alias in node.names}
+        graph[module] = {d for d in deps if d.startswith("mindspeed_prof.") and d != module}
+    return graph
+
+
+def cycles(graph):
+    """The strongly connected groups of more than one module (Tarjan's, iteratively)."""
+    index, low, stack, on, found, counter = {}, {}, [], set(), [], [0]
+
+    def visit(root):
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = counter[0]
+        counter[0] += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    group = []
+                    while True:
+                        member = stack.pop()
+                        on.discard(member)
+                        group.append(member)
+                        if member == node:
+                            break
+                    if len(group) > 1:
+                        found.append(sorted(group))
+            elif child in graph and child not in index:
+                index[child] = low[child] = counter[0]
+                counter[0] += 1
+                stack.append(child)
+                on.add(child)
+                work.append((child, iter(sorted(graph.get(child, ())))))
+            elif child in on:
+                low[node] = min(low[node], index[child])
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_the_readers_import_one_way_with_no_circle():
+    graph = module_imports()
+    assert cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]  # the finder finds one
+    assert [group for group in cycles(graph)
+            if any(m.startswith("mindspeed_prof.output.") for m in group)] == []

@@ -7,7 +7,7 @@ from typing import Any, Dict, List
 
 from ...errors import ConfigError
 from .figures import SHORT
-from .sections import MAX_LISTED, MAX_ROWS, e, table, us_cell
+from .cells import MAX_LISTED, MAX_ROWS, e, table, us_cell
 
 PARTS = ("step_time", "Computing", "Communication(Not Overlapped)", "Overlapped", "Free")
 

@@ -2,8 +2,8 @@
 
 The size is bounded: plotly.js (embedded once, about 4.6 MiB) plus at most ``DATA_BOUND``
 bytes of page. What the page holds is bounded by construction (heatmaps of at most
-``heatmap.MAX_ROWS`` x ``heatmap.MAX_COLUMNS`` cells, tables of at most ``sections.MAX_ROWS``
-rows, text cells cut at ``sections.MAX_TEXT``), so a 1,024-rank job's report is no bigger than
+``heatmap.MAX_ROWS`` x ``heatmap.MAX_COLUMNS`` cells, tables of at most ``cells.MAX_ROWS``
+rows, text cells cut at ``cells.MAX_TEXT``), so a 1,024-rank job's report is no bigger than
 a 64-rank one's heatmaps plus its per-rank table.
 """
 
