@@ -9,53 +9,8 @@ another process wrote is never replaced. This run's then takes the name
 ``profile_manifest_rank{R}.{run_id}.json``, and ``check``/``summary`` judge each rank by its newest
 manifest and name the runs they left out.
 
-Schema (version 1)::
-
-    schema, tool, tool_version, rank, world_size, local_rank, hostname, pid,
-    run_id                what the job's ranks share: torchrun's run id, else SLURM's
-                          job.step, else one agreed through the job's store, else host-pid
-    run_id_source         where run_id came from: torchelastic | slurm | job-store | process
-                          (process: this rank's own, shared with no other; see ``run_id.py``)
-    selected_ranks        resolved global ranks of the job (null when unknown)
-    backend               "npu" | "torch"
-    config                ProfilerConfig as a dict
-    unit, role, stage     what the windows count ("iteration", "request", "RL step", "engine
-                          step"), the RL role and stage that wrote it
-    first_iteration, train_iters
-                          the first unit this process ran and the last it could (null: unknown)
-    windows               one entry per profiler session: [{start, end, dir, status,
-                          iterations_recorded, files}]; iterations_recorded holds the units
-                          recorded whatever the unit is (the key keeps its first name)
-    planned               with a session per unit (requests, RL steps): one entry per window
-                          the plan opened, [{start, end, status, recorded, skipped, refused,
-                          cut}]: running until its last unit ends, then complete; cut when the
-                          process ended inside it or a unit failed; refused units are sessions
-                          another session in the process kept from starting
-    parallel              {tensor_model_parallel_size, ..., rank, world_size} or null
-    versions              {python, torch, torch_npu, cann, megatron_core, mindspeed}
-    status                armed | running | parsing | unparsed | complete | cut | failed |
-                          incomplete (cut: every file written, but a window was cut short)
-    windows[].cut         {reason, in_progress} when the run ended inside the window: it kept
-                          iterations_recorded; in_progress is the unit that had begun (its
-                          ProfilerStep is partial), null when none had
-    windows[].never_ran   a unit the loop began (its profiler step opened) that never ran: left
-                          out of torch traces; check discounts it in NPU ones
-    exit                  {reason, detail} - how the run ended (null: the process died before
-                          it could say, e.g. SIGKILL)
-    requests_served       inference: requests this process started
-    units_run, last_unit  the dynamic engine: engine steps this process ran, the last one's number
-    windows[].started_by  who asked for the window: {by: flags | trigger | capture | http, ...} (http: the
-                          step it was asked before, delay, max, prefix)
-    windows[].units       engine steps: [{n, kind, prefill_requests, decode_requests, tokens,
-                          latency_ms, finished_requests}] for each recorded step
-    windows[].trigger     why a window no plan asked for was taken: {rule: request, request}
-                          or a capture rule's evidence {rule: slow step|straggler, factor,
-                          median_s, ...} (see anomaly.py)
-    captures              with --profile-on-*: {rules, taken, not_captured, judged, ...}
-    exit_events           {signals, children_ended, console_writes_lost}: what reached the
-                          process while it flushed (held signals, DataLoader workers that died)
-    errors, warnings      [{time, phase, message}]
-    files                 every output path, relative to the save path
+The fields, their types and meaning are ``mindspeed_prof/manifest_schema.py``'s (the readers judge a
+manifest against the same table).
 """
 
 import json
@@ -65,7 +20,7 @@ import socket
 import time
 from typing import Any, Dict, Iterable, List, Optional
 
-from .. import log
+from .. import log, manifest_schema
 from ..config.budget import used_bytes
 from ..errors import ConfigError
 from ..layout import manifest_path
@@ -74,9 +29,8 @@ from .manifest_entries import PlannedWindow, WindowEntry, overall_status
 from .run_id import job_run
 from ..version import __version__
 
-SCHEMA = 1
-STATUSES = ("armed", "running", "parsing", "unparsed", "complete", "cut", "failed",
-            "incomplete")
+SCHEMA = manifest_schema.VERSION
+STATUSES = manifest_schema.STATUSES
 
 
 # Manifests an open recorder of this process writes: a second recorder for the same rank and

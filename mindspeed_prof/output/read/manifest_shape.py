@@ -9,21 +9,13 @@ checked, and ``null`` where the writer writes it.
 
 from typing import Any, Optional
 
+from ...manifest_schema import FIELDS
+
 MAX_MANIFEST_BYTES = 64 << 20  # a manifest of thousands of windows is a few MB
 MAX_RANK = 1 << 31  # a global rank: torch.distributed counts them in an int
 MAX_UNIT = 1 << 62  # an iteration, request or step number
 
-_TYPES = {
-    "rank": (int,), "world_size": (int, type(None)), "local_rank": (int, type(None)),
-    "hostname": (str, type(None)), "pid": (int, type(None)), "run_id": (str, type(None)),
-    "run_id_source": (str, type(None)), "selected_ranks": (list, type(None)),
-    "backend": (str, type(None)), "config": (dict, type(None)), "windows": (list,),
-    "planned": (list,), "parallel": (dict, type(None)), "versions": (dict, type(None)),
-    "status": (str,), "exit": (dict, type(None)), "errors": (list,), "warnings": (list,),
-    "files": (list,), "started_at": (str, type(None)), "started_ns": (int, type(None)),
-    "unit": (str, type(None)), "role": (str, type(None)), "stage": (str, type(None)),
-    "memory_oom": (list,), "captures": (dict, type(None)),
-}
+_TYPES = {name: field.types for name, field in FIELDS.items()}
 _NAMES = {int: "a whole number", str: "a string", list: "a list", dict: "an object",
           type(None): "null"}
 
