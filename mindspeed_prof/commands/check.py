@@ -73,8 +73,8 @@ def _run(args):
     if share is not None or args.report:
         return _node(args, share)
     if roots:  # RL output: a verdict per (role, rank)
-        from mindspeed_prof.output.render import roles as render_roles
-        from mindspeed_prof.output.check.roles import check_roles
+        from mindspeed_prof.output.roles import render as render_roles
+        from mindspeed_prof.output.roles.check import check_roles
 
         result = check_roles(args.directory, roots, expected_ranks(args.ranks), run=args.run)
         print(render_roles.role_check_json(result) if args.json

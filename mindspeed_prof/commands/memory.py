@@ -37,7 +37,7 @@ def add_arguments(parser):
 
 def _entries(path, top):
     from mindspeed_prof.output.read.memory_files import SnapshotFile
-    from mindspeed_prof.output.summary import memory
+    from mindspeed_prof.output.memory import summary as memory
     from mindspeed_prof.layout import MEMORY_FILE_RE
 
     if os.path.exists(path) and not os.path.isdir(path):  # a FIFO too: the reader refuses it
@@ -58,7 +58,7 @@ def _entries(path, top):
 
 
 def _html(entries, out):
-    from mindspeed_prof.output.render.memory import write_timeline
+    from mindspeed_prof.output.memory.render import write_timeline
 
     readable = [e for e in entries if e.error is None]
     if len(readable) == 1 and not os.path.isdir(out):
@@ -81,7 +81,7 @@ def run(args):
 
 
 def _run(args):
-    from mindspeed_prof.output.render import memory as render
+    from mindspeed_prof.output.memory import render as render
     from mindspeed_prof.output.render import safe
 
     if args.top < 1:

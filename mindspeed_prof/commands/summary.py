@@ -46,10 +46,10 @@ def run(args):
 
 def _run(args):
     from mindspeed_prof.output.render import jsontext
-    from mindspeed_prof.output.render import memory as render_memory
+    from mindspeed_prof.output.memory import render as render_memory
     from mindspeed_prof.output.render import safe
     from mindspeed_prof.output.render import summary as render_summary
-    from mindspeed_prof.output.summary.memory import summarize_memory
+    from mindspeed_prof.output.memory.summary import summarize_memory
     from mindspeed_prof.output.read.roles import role_roots
     from mindspeed_prof.output.summary.directory import summarize_directory
 
@@ -103,8 +103,8 @@ def _run(args):
 
 
 def _roles(args, roots):
-    from mindspeed_prof.output.render import roles as render_roles
-    from mindspeed_prof.output.summary.roles import summarize_roles
+    from mindspeed_prof.output.roles import render as render_roles
+    from mindspeed_prof.output.roles.summary import summarize_roles
 
     folders = ", ".join(sorted(os.path.relpath(r.path, args.directory) for r in roots))
     why = {"--plot": "the cross-role table has no per-rank breakdown to draw",

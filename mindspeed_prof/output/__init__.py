@@ -6,15 +6,18 @@
     summary = summarize_directory("profile_dir", top=10)            # Summary
 
 Grouped by role, each folder importing only the ones below it:
-  render/   what the commands print: tables, JSON, CSV (check, summary, summary_table,
-            roles) and plot
-  check/    verdict rules: expect, file, capture, directory (check_directory), roles; report
+  render/   what the commands print: tables, JSON, CSV (check, summary, summary_table) and plot
+  check/    verdict rules: expect, file, capture, directory (check_directory); report
   summary/  the numbers: directory (summarize_directory), capture (one capture), model,
             aggregate, npu_db (db exports), torchtrace + torchsteps (torch traces), compare,
-            requests, roles
+            requests
   read/     file scanners: discover, jobruns, windows, roles, profinfo, jsonstream, tracescan,
             csvrows, csvtable, columns, sqlitecheck, dbsummary, kernels, logscan; errors
   job/      past one machine: share, node_report, merge
+Each analysis view is a folder of its own, reading through read/ (check, summary, render in it
+where the view has them):
+  memory/   the memory snapshots: check, summary (peaks and what held them), render
+  roles/    RL roles: check (verdicts by (role, rank)), summary (per RL step), render
   timeline/ one Chrome-trace/Perfetto file of many ranks: choose, clock (offsets), write, merge
   compare/  two profiles side by side: diff_paths (``mindspeed-prof diff``)
   parallel (big inputs over several processes), progress (a bar on a terminal's stderr),

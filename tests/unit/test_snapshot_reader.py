@@ -10,7 +10,7 @@ import pytest
 from helpers.cli import run_cli
 from mindspeed_prof.output.read.errors import CorruptFile
 from mindspeed_prof.output.read.snapshot import load_snapshot, loads_plain
-from mindspeed_prof.output.summary.memory import BEFORE_HISTORY, device_peak
+from mindspeed_prof.output.memory.summary import BEFORE_HISTORY, device_peak
 
 MiB = 1 << 20
 

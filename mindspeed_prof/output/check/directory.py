@@ -18,7 +18,7 @@ from ..read.windows import manifest_window, manifest_windows, rank_from_manifest
 from . import captures as capturecheck
 from . import file as filecheck
 from .capture import Kept, check_run, files_to_check
-from .memory import check_snapshots
+from ..memory.check import check_snapshots
 from .capture import _ranges as runcheck_ranges
 from .report import CORRUPT, CUT, INCOMPLETE, MISSING, RankReport, Report, worst
 

@@ -40,8 +40,8 @@ def build(directory: str, top: int = 10, run: Optional[str] = None) -> Dict[str,
 
 
 def _roles(directory, roots, top):
-    from ..check.roles import check_roles
-    from ..summary.roles import summarize_roles
+    from ..roles.check import check_roles
+    from ..roles.summary import summarize_roles
 
     return {"directory": os.path.abspath(directory), "layout": LAYOUT_ROLES,
             "check": check_roles(directory, roots).as_dict(),
@@ -52,11 +52,11 @@ def _roles(directory, roots, top):
 
 def summary_data(path: str, top: int, run: Optional[str]) -> Dict[str, Any]:
     """Exactly what ``summary PATH --json`` prints (commands/summary.py assembles it alike)."""
-    from ..render import memory as render_memory
+    from ..memory import render as render_memory
     from ..render.summary import summary_dict
     from ..summary.captures import compare_captures
     from ..summary.directory import summarize_directory
-    from ..summary.memory import summarize_memory
+    from ..memory.summary import summarize_memory
 
     data = summary_dict(summarize_directory(path, top=top, run=run))
     memory = summarize_memory(path, top=top)

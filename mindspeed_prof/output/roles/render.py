@@ -4,7 +4,7 @@ import csv
 import io
 
 from ..check.report import label
-from . import jsontext, safe
+from ..render import jsontext, safe
 
 MS = 1000.0
 

@@ -11,8 +11,8 @@ from typing import Dict, List, Optional
 
 from ..read.discover import discover
 from ..read.roles import RoleRoot
-from .directory import check_directory
-from .report import VALID, Report, worst
+from ..check.directory import check_directory
+from ..check.report import VALID, Report, worst
 
 
 @dataclass

@@ -6,8 +6,8 @@ import os
 from typing import Any, Dict, List
 
 from ..read.snapshot import load_snapshot
-from ..summary.memory import MemoryEntry
-from . import safe
+from .summary import MemoryEntry
+from ..render import safe
 
 
 def _mib(n: int) -> str:

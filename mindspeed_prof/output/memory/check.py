@@ -17,7 +17,7 @@ from ..read.errors import CorruptFile
 from ..read.memory_files import find_snapshots
 from ..read.snapshot import load_snapshot
 from ..read.windows import manifest_windows
-from .report import CORRUPT, INCOMPLETE, RankReport, Report, worst
+from ..check.report import CORRUPT, INCOMPLETE, RankReport, Report, worst
 
 
 def _rank_report(report: Report, rank: int) -> RankReport:
