@@ -13,7 +13,6 @@ from mindspeed_prof import backends
 from mindspeed_prof.config import ranks
 from mindspeed_prof.arguments import add_recorded_profile_flags, resolve_profile_flags
 from mindspeed_prof.arguments.host_defaults import megatron_default_for, with_cpu_default
-from mindspeed_prof.backends import describe
 from mindspeed_prof.errors import BackendUnavailable, ConfigError
 from mindspeed_prof.recording.plan import make_plan
 from mindspeed_prof.recording.startup import check_save_path, memory_device, refuse_armed_profilers
@@ -103,8 +102,8 @@ def resolve(args):
                                        else _trigger_example(plan, waits_for_http))
     folder = os.path.abspath(plan.window_dir(session))
     worker = plan.worker_name(session) if plan.session_per_unit else None
-    call, call_notes = (describe.npu_call if backend == "npu" else describe.torch_call)(
-        config, session, folder, plan.rank, worker)
+    call, call_notes = backends.kind(backend).describe_call(config, session, folder, plan.rank,
+                                                            worker)
     notes = notes_first + default_notes + (
         _request_notes() + notices_http.request_notes(config) if unit is REQUEST
         else notices_http.engine_notes(config) if unit is ENGINE_STEP

@@ -27,22 +27,34 @@ NPU_ONLY_MULTIPLIERS = (("profile_with_cpu", 1.5, "--profile-with-cpu"),)
 PARSED_FACTOR = 2.0
 
 
+def _npu_size(config):
+    """torch_npu: a base by level, its host activity, a db export beside the text, and the
+    parsed views beside the raw data."""
+    key = config.profile_level
+    size, parts = BASE_MB[key] * MB, [f"{BASE_MB[key]} MB/iteration ({key})"]
+    factors = list(MULTIPLIERS + NPU_ONLY_MULTIPLIERS)
+    if config.profile_export_type == "text,db":
+        factors.append((None, 1.8, "text+db export"))
+    if config.profile_analyse != "offline":
+        factors.append((None, PARSED_FACTOR, "parsed output"))
+    return size, parts, factors
+
+
+def _torch_size(config):
+    return BASE_MB["torch"] * MB, [f"{BASE_MB['torch']} MB/iteration (torch)"], list(MULTIPLIERS)
+
+
+# One row per backend (the names of backends.KINDS): how big a profiled iteration is.
+SIZES = {"npu": _npu_size, "torch": _torch_size}
+
+
 def per_iteration_bytes(config, backend):
     """(bytes per profiled iteration on one rank, the factors that made it)."""
-    key = config.profile_level if backend == "npu" else "torch"
-    size, parts = BASE_MB[key] * MB, [f"{BASE_MB[key]} MB/iteration ({key})"]
-    factors = MULTIPLIERS + (NPU_ONLY_MULTIPLIERS if backend == "npu" else ())
+    size, parts, factors = SIZES[backend](config)
     for knob, factor, flag in factors:
-        if getattr(config, knob):
+        if knob is None or getattr(config, knob):
             size *= factor
             parts.append(f"x{factor} {flag}")
-    if backend == "npu":
-        if config.profile_export_type == "text,db":
-            size *= 1.8
-            parts.append("x1.8 text+db export")
-        if config.profile_analyse != "offline":
-            size *= PARSED_FACTOR
-            parts.append(f"x{PARSED_FACTOR} parsed output")
     return int(size), parts
 
 

@@ -24,14 +24,10 @@ def config_notes(plan, backend: str) -> list:
     """What a profiled rank says about its config once, in its manifest too."""
     config = plan.config
     notes = list(config.warnings(role_driver=plan.role is not None))
-    from ..backends import ignored_flags
+    from ..backends import kind
 
-    if backend == "npu":
-        from ..backends.npu_options import step_ids_note
-
-        if step_ids_note(config):
-            notes.append(step_ids_note(config))
-    ignored = ignored_flags(backend, config)
+    notes += kind(backend).config_notes(config)
+    ignored = kind(backend).ignored_flags(config)
     if ignored:
         one = len(ignored) == 1
         notes.append(f"{', '.join(ignored)} appl{'ies' if one else 'y'} only to the npu "

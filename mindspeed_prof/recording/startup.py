@@ -18,11 +18,9 @@ from ..errors import ConfigError
 
 def check_save_path(path: str, rank: int, backend_name: str) -> None:
     """ConfigError unless this rank can write ``path`` (and torch_npu would accept its name)."""
-    if backend_name == "npu":
-        from ..backends.npu_options import unsupported_path_reason
-        reason = unsupported_path_reason(os.path.abspath(path))
-        if reason:
-            raise ConfigError(f"--profile-save-path {path} {reason}; choose another directory.")
+    reason = backends.kind(backend_name).path_refusal(os.path.abspath(path))
+    if reason:
+        raise ConfigError(f"--profile-save-path {path} {reason}; choose another directory.")
     if os.path.exists(path) and not os.path.isdir(path):
         raise ConfigError(f"--profile-save-path {path} is not writable on rank {rank}: it is a "
                           f"file, not a directory; choose a directory (it is created if "
