@@ -7,6 +7,7 @@ from typing import Dict, List
 import numpy as np
 
 from ...errors import ConfigError
+from ..read.csvrows import setup_pyarrow
 from .schema import COLUMN_NAMES
 
 _INTEGER = ("dp_rank", "stage", "rank", "step", "seq_id", "mc", "mb_id", "gmc")
@@ -42,12 +43,13 @@ class OpTable:
 
 def read_parquet(path: str) -> OpTable:
     """TABLE.parquet in the paper's schema; a missing column or a null is a usage error."""
-    import pyarrow as pa
+    pa = setup_pyarrow()  # with pandas kept out (pyarrow would import it: 0.15 s)
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    try:
-        schema = pq.read_schema(path)
+    try:  # ParquetFile, not read_table: its dataset layer imports pandas (0.35 s)
+        handle = pq.ParquetFile(path)
+        schema = handle.schema_arrow
     except (OSError, pa.ArrowException) as exc:
         raise ConfigError(f"TABLE {path}: not a readable Parquet file ({type(exc).__name__}); "
                           f"give a table written by `mindspeed-prof export --format "
@@ -57,7 +59,7 @@ def read_parquet(path: str) -> OpTable:
         raise ConfigError(f"TABLE {path}: no column {missing[0]!r}; the table needs "
                           f"{', '.join(COLUMN_NAMES)}.")
     try:
-        table = pq.read_table(path, columns=list(COLUMN_NAMES))
+        table = handle.read(columns=list(COLUMN_NAMES))
     except (OSError, pa.ArrowException) as exc:
         raise ConfigError(f"TABLE {path}: cannot be read ({type(exc).__name__}: {exc}).") from None
     columns: Dict[str, object] = {}
@@ -76,10 +78,10 @@ def read_parquet(path: str) -> OpTable:
                 raise ConfigError(f"TABLE {path}: column 'optype' must hold text (op type "
                                   f"names), not {column.type.value_type}.")
             optypes = [str(value) for value in column.dictionary.to_pylist()]
-            columns[name] = column.indices.to_numpy(zero_copy_only=False)
+            columns[name] = column.indices.to_numpy()
             continue
         try:
-            columns[name] = column.to_numpy()
+            columns[name] = column.combine_chunks().to_numpy()  # no nulls: zero-copy
         except (pa.ArrowException, ValueError) as exc:
             raise ConfigError(f"TABLE {path}: column {name!r} is not numeric ({exc}).") from None
     return OpTable.from_columns(columns, optypes)
@@ -87,7 +89,7 @@ def read_parquet(path: str) -> OpTable:
 
 def write_parquet(table: OpTable, path: str) -> None:
     """``table`` with the artifact's exact column types (``schema.COLUMNS``)."""
-    import pyarrow as pa
+    pa = setup_pyarrow()
     import pyarrow.parquet as pq
 
     kinds = {"dp_rank": pa.int8(), "stage": pa.int8(), "rank": pa.int16(), "step": pa.int64(),
