@@ -115,8 +115,10 @@ def text(result: WhatIf, source: str) -> str:
                          f"{e.fixed_step_s * 1e3:>10.1f} {e.saving * 100:>7.1f}%")
         if len(effects) > _SHOWN:
             lines.append(f"... {len(effects) - _SHOWN} more (--json)")
+    negligible = (" of a negligible slowdown" if math.isfinite(result.slowdown)
+                  and result.slowdown < NOTICEABLE else "")
     for name, value in (("M_W", result.m_w), ("M_S", result.m_s)):
-        shown = "n/a" if value.value is None else f"{value.value * 100:.1f} %"
+        shown = "n/a" if value.value is None else f"{value.value * 100:.1f} %{negligible}"
         lines.append(f"{name} = {shown} (fixing {', '.join(value.selected)})"
                      if name == "M_W" else f"{name} = {shown} (fixing the last stage)")
     for note in result.notes:

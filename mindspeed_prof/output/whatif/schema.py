@@ -16,7 +16,7 @@ from ...errors import ConfigError
 # (column, Arrow type name): the artifact's traces store exactly these.
 COLUMNS: Tuple[Tuple[str, str], ...] = (
     ("dp_rank", "int8"), ("stage", "int8"), ("rank", "int16"), ("step", "int64"),
-    ("optype", "dictionary<values=string, indices=int8>"), ("start_ts", "float"),
+    ("optype", "dictionary<values=string, indices=int8, ordered=0>"), ("start_ts", "float"),
     ("duration", "float"), ("seq_id", "int32"), ("mc", "int8"), ("mb_id", "int8"),
     ("gmc", "int16"))
 COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
