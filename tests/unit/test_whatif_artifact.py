@@ -1,0 +1,76 @@
+"""``whatif`` side by side with the paper's published artifact (ByteDance-Seed/StragglerAnalysis).
+
+Runs where a checkout of it is named by STRAGGLER_ANALYSIS_PATH (skipped, saying so, elsewhere):
+on its three traces (data/trace-{SE,ST,AR}.parquet) S is within 1 % of its expected result
+(data/result-*.json), the top op type, DP rank and stage are the same with values within 2 %,
+and M_W / M_S match its data/mw-*.json and data/ms-*.json. With STRAGGLER_ANALYSIS_PYTHON (a
+Python where its analyzer runs: pandas<2.2, numpy<2, pyarrow<16), its analyzer also runs,
+unchanged, on our export of a simulated capture and agrees with ``whatif``.
+"""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from helpers.cli import run_cli
+from output_fixtures import pipeline_job
+
+CHECKOUT = os.environ.get("STRAGGLER_ANALYSIS_PATH")
+PYTHON = os.environ.get("STRAGGLER_ANALYSIS_PYTHON")
+needs_checkout = pytest.mark.skipif(
+    not CHECKOUT or not os.path.isdir(os.path.join(CHECKOUT or "", "data")),
+    reason="STRAGGLER_ANALYSIS_PATH does not name a checkout of ByteDance-Seed/StragglerAnalysis")
+
+
+def artifact(name):
+    with open(os.path.join(CHECKOUT, "data", name)) as handle:
+        return json.load(handle)
+
+
+def top(entries):
+    return entries[0]["name"], entries[0]["slowdown"]
+
+
+@needs_checkout
+@pytest.mark.parametrize("trace", ["SE", "ST", "AR"])
+def test_whatif_reproduces_the_artifact_s_results_on_its_traces(trace, capsys):
+    code, out, err = run_cli(capsys, "whatif",
+                             os.path.join(CHECKOUT, "data", f"trace-{trace}.parquet"), "--json")
+    assert code == 0, err
+    ours, theirs = json.loads(out), artifact(f"result-{trace}.json")
+    assert ours["slowdown"] == pytest.approx(theirs["blocking_slowdown"], rel=0.01)
+    for dim in ("optype", "dp_rank", "stage"):
+        expected = theirs[f"blocking_decompose_by_{dim}"]
+        best = max(expected, key=expected.get)
+        name, value = top(ours[f"by_{dim}"])
+        assert name == best, dim
+        assert value == pytest.approx(expected[best], rel=0.02), dim
+    assert ours["m_w"]["value"] == pytest.approx(artifact(f"mw-{trace}.json")["Mw"], abs=0.02)
+    assert ours["m_s"]["value"] == pytest.approx(artifact(f"ms-{trace}.json")["Ms"], abs=0.02)
+
+
+@needs_checkout
+@pytest.mark.skipif(not PYTHON, reason="STRAGGLER_ANALYSIS_PYTHON names no Python where the "
+                                       "artifact's analyzer runs (pandas<2.2, numpy<2, pyarrow<16)")
+def test_the_artifact_s_analyzer_runs_unchanged_on_our_export_and_agrees(tmp_path, capsys):
+    save = pipeline_job.write_capture(tmp_path / "save", pipeline_job.play(
+        slow_worker=(1, 0, 1.8), jitter=0.02))
+    code, _, err = run_cli(capsys, "export", save, "--format", "straggler-analysis", "-o",
+                           tmp_path / "out")
+    assert code == 0, err
+    (trace,) = (tmp_path / "out").glob("trace-*.parquet")
+    (meta,) = (tmp_path / "out").glob("meta-*.yaml")
+    env = dict(os.environ, PYTHONPATH=f"{CHECKOUT}{os.pathsep}{os.path.join(CHECKOUT, 'analyzer')}")
+    done = subprocess.run([PYTHON, "analyzer/wia.py", "--trace", str(trace), "--metadata",
+                           str(meta), "--dump-dir", str(tmp_path / "theirs")], cwd=CHECKOUT,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (result,) = (tmp_path / "theirs").glob("*.json")
+    theirs = json.loads(result.read_text())
+    code, out, err = run_cli(capsys, "whatif", tmp_path / "out", "--json")
+    ours = json.loads(out)
+    assert ours["slowdown"] == pytest.approx(theirs["blocking_slowdown"], rel=0.01)
+    expected = theirs["blocking_decompose_by_dp_rank"]
+    assert top(ours["by_dp_rank"])[0] == max(expected, key=expected.get) == "1"
