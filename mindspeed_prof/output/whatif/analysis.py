@@ -67,12 +67,12 @@ class WhatIf:
 def _transfers(grid: Grid, model: DepModel) -> np.ndarray:
     """Per op, step and DP rank the duration the simulation replays (see the module doc)."""
     duration = grid.duration
-    out = np.zeros((len(model.keys), *duration.shape[1:]))
+    out = np.zeros((len(model.keys), *duration.shape[1:]), dtype=np.float32)
     out[:model.n_real] = duration
     end = grid.start + duration
     groups: Dict[Tuple[int, ...], None] = {}
     for i in np.flatnonzero(model.collective[:model.n_real]):
-        groups.setdefault(tuple(j for j in _group_of(model, i)), None)
+        groups.setdefault(tuple(_group_of(model, int(i))), None)
     for members in groups:
         real = [m for m in members if m < model.n_real]
         if not real:
@@ -96,7 +96,8 @@ def _typical(grid: Grid, model: DepModel, recorded: np.ndarray) -> np.ndarray:
     for optype in np.unique(names):
         ops = np.flatnonzero(names == optype)
         values = recorded[ops].reshape(-1)
-        ideal[ops] = np.median(values) if optype in S.COMMUNICATION else values.mean()
+        ideal[ops] = np.median(values) if optype in S.COMMUNICATION else values.mean(
+            dtype=np.float64)
     return ideal
 
 
@@ -162,7 +163,8 @@ def analyse(table: OpTable, meta: S.JobMeta, source: str) -> WhatIf:
                     selected=[f"rank {grid.ranks.get((dp, stage), -1)} (DP rank {dp}, stage "
                               f"{stage})" for dp, stage in worst])
 
-    step_span = (grid.start + grid.duration).max(axis=(0, 2)) - grid.start.min(axis=(0, 2))
+    step_span = ((grid.start + grid.duration).max(axis=(0, 2))
+                 - grid.start.min(axis=(0, 2))).astype(np.float64)
     notes = list(grid.notes)
     virtual = [key for key in model.keys[model.n_real:]]
     if virtual:

@@ -11,7 +11,7 @@ capture, where a mark is there twice (host and device stream), the device's copy
 
 import bisect
 import os
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ...config import schedule_marks as sm
 from ...errors import ConfigError
@@ -57,10 +57,11 @@ def from_capture(directory: str) -> Tuple[OpTable, JobMeta, List[str]]:
     return table_of(rows), meta, notes
 
 
-def _workers(selection, manifests, directory, notes):
+def _workers(selection: Any, manifests: Dict[int, Any], directory: str,
+             notes: List[str]) -> Tuple[Dict[str, int], Dict[Tuple[int, int], Any]]:
     """The parallel sizes and, per (DP rank, stage), the track kept for it."""
     sizes: Optional[Dict[str, int]] = None
-    workers: Dict[Tuple[int, int], object] = {}
+    workers: Dict[Tuple[int, int], Any] = {}
     left_out = 0
     for track in selection.tracks:
         manifest = manifests.get(track.rank)
