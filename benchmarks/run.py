@@ -33,6 +33,7 @@ FIGURES = {
     8: ("captures", "captures armed, no anomaly: the hook and the poll's collective"),
     9: ("report", "report beside check on the same files; its size at 1,024 ranks"),
     10: ("output_analysis", "timeline and diff beside check on the same files"),
+    11: ("whatif", "whatif beside the paper's published analyzer"),
 }
 
 

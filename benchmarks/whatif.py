@@ -1,8 +1,8 @@
 """``mindspeed-prof whatif`` beside the paper's published analyzer (ByteDance-Seed/StragglerAnalysis,
 ``analyzer/wia.py``) on its trace AR (117k ops), side by side in one run (issue 38 §4).
 
-Both run as their own process, rounds interleaved (theirs, ours, then ours first), on the same
-file: wall and CPU time of the whole process (interpreter start, reading, analysis, output), and
+Both run as their own process (bytecode cached, as installed), rounds interleaved (theirs,
+ours, then ours first), on the same file: wall and CPU time of the whole process (interpreter start, reading, analysis, output), and
 the analysis alone (theirs: its own ``e2e`` timer with ``--verbose``; ours: ``analyse()`` timed
 in this process); peak PSS of each in sampled runs. Then the table grown to 10x (its steps
 repeated under new step numbers) for linearity (our analysis time at 10x / at 1x, target <= 13,
@@ -123,6 +123,8 @@ def measure(quick):
         label = "AR (117k ops)" if found else "simulated 4x4 job"
         ours_env = clean_env(PYTHONPATH=REPO)
         their_env = clean_env(PYTHONPATH=f"{CHECKOUT}:{os.path.join(CHECKOUT, 'analyzer')}")
+        for env in (ours_env, their_env):  # both as installed: compiled once, after warm-up
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
         runners = [lambda i: _run(ours(path, meta), ours_env)]
         if found:
             runners.append(lambda i: _run(theirs(path, meta, os.path.join(tmp, f"r{i}")),
