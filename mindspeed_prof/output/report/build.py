@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional
 from ...errors import ConfigError
 from ..read import columns, jobruns
 from ..read.discover import discover
-from . import communication, heatmap, reasons
+from . import communication, heatmap, reasons, whatif
 
 UNIT_NAME = re.compile(r"[A-Za-z]+( [A-Za-z]+)?")
 LAYOUT_ROLES = "roles"
@@ -86,7 +86,8 @@ def part(path: str, top: int, run: Optional[str], title: Optional[str] = None,
             "per_step": per_step(summary["ranks"]),
             "slow_ranks": reasons.slow_ranks(summary["slow_ranks"]),
             "communication": communication.communication([r for r in runs
-                                                          if r.rank is not None])}
+                                                          if r.rank is not None]),
+            "whatif": whatif.whatif_data(path, chosen.chosen)}
 
 
 def _unit(manifests) -> str:

@@ -11,7 +11,7 @@ import json
 from typing import Any, Dict, Optional
 
 from ...version import __version__
-from . import figures
+from . import figures, whatif
 from .sections import Sections
 
 STYLE = """
@@ -102,6 +102,7 @@ def _part(body: Sections, part: Dict[str, Any], several: bool) -> None:
     body.captures(summary.get("captures") or [])
     body.section(prefix + "Memory", "How high did allocated and reserved memory go?")
     body.memory(summary.get("memory") or [])
+    whatif.section(body, part.get("whatif"), prefix)
     notes = [f"rank {r['rank']}: {n}" for r in summary["ranks"] for n in r["notes"]]
     notes += summary["notes"]
     if notes:
