@@ -16,12 +16,12 @@
 
 import dataclasses
 import math
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
 from . import schema as S
-from .grid import Grid, build as build_grid
+from .grid import Batches, Grid, build as build_grid
 from .model import DepModel, build as build_model
 from .simulate import simulate
 from .table import OpTable
@@ -105,7 +105,8 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b > 0 else math.nan
 
 
-def analyse(table: OpTable, meta: S.JobMeta, source: str) -> WhatIf:
+def analyse(table: Union[OpTable, Batches], meta: S.JobMeta, source: str) -> WhatIf:
+    """The what-if analysis of ``table`` (in memory, or in pieces read twice)."""
     grid = build_grid(table, source)
     model = build_model(grid, meta.dsp_size)
     recorded = _transfers(grid, model)
@@ -175,7 +176,7 @@ def analyse(table: OpTable, meta: S.JobMeta, source: str) -> WhatIf:
                   ideal_s=opt_end[1].tolist(), slowdown=_ratio(t_sim, t_ideal),
                   launch_slowdown=_ratio(float(step_span.mean()), t_sim),
                   by_optype=effects["optype"], by_dp_rank=effects["dp_rank"],
-                  by_stage=effects["stage"], m_w=m_w, m_s=m_s, rows=len(table), notes=notes)
+                  by_stage=effects["stage"], m_w=m_w, m_s=m_s, rows=grid.rows, notes=notes)
 
 
 def _add_share(t_add: float, t_sim: float, t_ideal: float) -> Optional[float]:

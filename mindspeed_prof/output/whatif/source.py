@@ -3,18 +3,20 @@ it or read off the table), an exported folder, or a profiled run's schedule mark
 
 import glob
 import os
-from typing import List, Optional, Tuple
+from typing import Iterable, List, Optional, Tuple, Union
 
 import numpy as np
 
 from ...errors import ConfigError
 from .schema import JobMeta, read_meta
-from .table import OpTable, read_parquet
+from .grid import Batches
+from .table import OpTable, parquet_batches
 
 TRACE_PREFIX, META_PREFIX = "trace-", "meta-"
 
 
-def load(path: str, meta_path: Optional[str]) -> Tuple[OpTable, JobMeta, List[str]]:
+def load(path: str, meta_path: Optional[str]) -> Tuple[Union[OpTable, Batches], JobMeta, List[str]]:
+    """The rows (a table in memory, or a Parquet file's pieces), the job's layout, notes."""
     if not os.path.exists(path):
         raise ConfigError(f"DIR|TABLE {path} does not exist; give a profiled run's "
                           f"--profile-save-path or a table in the straggler-analysis schema.")
@@ -31,13 +33,13 @@ def load(path: str, meta_path: Optional[str]) -> Tuple[OpTable, JobMeta, List[st
                 meta = read_meta(meta_path)
             return table, meta, notes
         path = tables[0]
-    table = read_parquet(path)
+    pieces = parquet_batches(path)
     if meta_path is None:
         meta_path = _beside(path)
     if meta_path is not None:
-        return table, read_meta(meta_path), []
-    meta = inferred_meta(table, os.path.splitext(os.path.basename(path))[0])
-    return table, meta, [f"no --meta: the layout was read off the table (DP {meta.dp_size}, PP "
+        return pieces, read_meta(meta_path), []
+    meta = inferred_meta(pieces(), os.path.splitext(os.path.basename(path))[0])
+    return pieces, meta, [f"no --meta: the layout was read off the table (DP {meta.dp_size}, PP "
                          f"{meta.pp_size}, {meta.vpp_size} chunks per stage; TP and context "
                          f"parallel taken as 1)."]
 
@@ -54,9 +56,13 @@ def _beside(path: str) -> Optional[str]:
     return None
 
 
-def inferred_meta(table: OpTable, trial: str) -> JobMeta:
-    dp = int(table.dp_rank.max()) + 1 if len(table) else 1
-    pp = int(table.stage.max()) + 1 if len(table) else 1
-    vpp = int(np.max(table.mc, initial=0)) + 1
+def inferred_meta(pieces: Iterable[OpTable], trial: str) -> JobMeta:
+    """The layout a table shows: DP and PP sizes, chunks per stage (TP and CP taken as 1)."""
+    dp = pp = vpp = 1
+    for table in pieces:
+        if len(table):
+            dp = max(dp, int(table.dp_rank.max()) + 1)
+            pp = max(pp, int(table.stage.max()) + 1)
+            vpp = max(vpp, int(np.max(table.mc, initial=0)) + 1)
     return JobMeta(trial_name=trial or "table", dp_size=max(dp, 1), pp_size=max(pp, 1),
                    vpp_size=max(vpp, 1), world_size=max(dp, 1) * max(pp, 1))

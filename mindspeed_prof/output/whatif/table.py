@@ -2,7 +2,7 @@
 column types), read and written with pyarrow alone (no pandas)."""
 
 import dataclasses
-from typing import Dict, List
+from typing import Any, Callable, Dict, Iterator, List
 
 import numpy as np
 
@@ -54,14 +54,18 @@ def _integers(values: object) -> np.ndarray:
     return array if array.dtype.kind in "iu" else array.astype(np.int64)
 
 
-def read_parquet(path: str) -> OpTable:
-    """TABLE.parquet in the paper's schema; a missing column or a null is a usage error."""
+BATCH_ROWS = 1 << 18  # rows per piece read: ~8 MB of columns, whatever the table's size
+
+
+def parquet_batches(path: str) -> Callable[[], Iterator[OpTable]]:
+    """TABLE.parquet in the paper's schema, as a callable that reads it in pieces (each call
+    reads it again from the start); a missing column is a usage error here, a null or a column
+    of the wrong kind when its piece is read."""
     pa = setup_pyarrow()  # with pandas kept out (pyarrow would import it: 0.15 s)
     import pyarrow.parquet as pq
 
     try:  # ParquetFile, not read_table: its dataset layer imports pandas (0.35 s)
-        handle = pq.ParquetFile(path)
-        schema = handle.schema_arrow
+        schema = pq.ParquetFile(path).schema_arrow
     except (OSError, pa.ArrowException) as exc:
         raise ConfigError(f"TABLE {path}: not a readable Parquet file ({type(exc).__name__}); "
                           f"give a table written by `mindspeed-prof export --format "
@@ -70,52 +74,64 @@ def read_parquet(path: str) -> OpTable:
     if missing:
         raise ConfigError(f"TABLE {path}: no column {missing[0]!r}; the table needs "
                           f"{', '.join(COLUMN_NAMES)}.")
-    columns: Dict[str, object] = {}
-    optypes: List[str] = []
-    for name in COLUMN_NAMES:  # one column at a time: its Arrow buffers go once copied out
+
+    def pieces() -> Iterator[OpTable]:
         try:
-            column = handle.read(columns=[name]).column(0)
+            with pq.ParquetFile(path) as handle:
+                # one thread: pyarrow's decoding threads each keep a malloc arena of freed
+                # pages (+25 MB resident at 1.2M rows), for no gain on a table this size
+                for batch in handle.iter_batches(batch_size=BATCH_ROWS, use_threads=False,
+                                                 columns=list(COLUMN_NAMES)):
+                    yield _piece(batch, path)
         except (OSError, pa.ArrowException) as exc:
             raise ConfigError(f"TABLE {path}: cannot be read ({type(exc).__name__}: "
                               f"{exc}).") from None
+    return pieces
+
+
+def _piece(batch: Any, path: str) -> OpTable:
+    import pyarrow as pa
+
+    columns: Dict[str, object] = {}
+    optypes: List[str] = []
+    for name in COLUMN_NAMES:
+        column = batch.column(name)
         if column.null_count:
             raise ConfigError(f"TABLE {path}: column {name!r} has {column.null_count} empty "
                               f"values; every row needs all of {', '.join(COLUMN_NAMES)}.")
         if name == "optype":
-            columns[name] = _codes(column, optypes, path)
+            if not pa.types.is_dictionary(column.type):
+                import pyarrow.compute as pc  # only for plain text: 30 ms to import
+
+                column = pc.dictionary_encode(column)
+            if not (pa.types.is_string(column.type.value_type)
+                    or pa.types.is_large_string(column.type.value_type)):
+                raise ConfigError(f"TABLE {path}: column 'optype' must hold text (op type "
+                                  f"names), not {column.type.value_type}.")
+            optypes = [str(v) for v in column.dictionary.to_pylist()]
+            columns[name] = column.indices.to_numpy()
             continue
-        try:  # no nulls: each chunk is a zero-copy view, concatenated into one array we own
-            parts = [chunk.to_numpy() for chunk in column.chunks]
+        try:  # no nulls: a zero-copy view
+            values = column.to_numpy()
         except (pa.ArrowException, ValueError) as exc:
             raise ConfigError(f"TABLE {path}: column {name!r} is not numeric ({exc}).") from None
-        if any(part.dtype.kind not in "iuf" for part in parts):
+        if values.dtype.kind not in "iuf":
             raise ConfigError(f"TABLE {path}: column {name!r} is not numeric.")
-        columns[name] = np.concatenate(parts) if parts else np.zeros(0)
-        del column, parts
+        columns[name] = values
     return OpTable.from_columns(columns, optypes)
 
 
-def _codes(column: object, optypes: List[str], path: str) -> np.ndarray:
-    """Op type codes into ``optypes`` (filled here), chunk by chunk: each chunk's own
-    dictionary is mapped onto the one list, never a string per row."""
-    import pyarrow as pa
-
+def read_parquet(path: str) -> OpTable:
+    """The whole table in memory (its pieces joined, op type codes onto one list)."""
     index: Dict[str, int] = {}
-    parts = []
-    for chunk in column.chunks:  # type: ignore[attr-defined]
-        if not pa.types.is_dictionary(chunk.type):
-            import pyarrow.compute as pc  # only for plain text: 30 ms to import
-
-            chunk = pc.dictionary_encode(chunk)
-        if not (pa.types.is_string(chunk.type.value_type)
-                or pa.types.is_large_string(chunk.type.value_type)):
-            raise ConfigError(f"TABLE {path}: column 'optype' must hold text (op type names), "
-                              f"not {chunk.type.value_type}.")
-        mapping = np.array([index.setdefault(str(v), len(index))
-                            for v in chunk.dictionary.to_pylist()] or [0], dtype=np.int16)
-        parts.append(mapping[chunk.indices.to_numpy().astype(np.int64)])
-    optypes.extend(index)  # insertion order is code order
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int16)
+    parts: List[OpTable] = []
+    for piece in parquet_batches(path)():
+        mapping = np.array([index.setdefault(n, len(index)) for n in piece.optypes] or [0])
+        piece.optype = mapping[piece.optype.astype(np.int64)]
+        parts.append(piece)
+    names = [f.name for f in dataclasses.fields(OpTable) if f.name != "optypes"]
+    return OpTable(**{n: np.concatenate([getattr(p, n) for p in parts]) if parts
+                      else np.zeros(0) for n in names}, optypes=list(index))
 
 
 def write_parquet(table: OpTable, path: str) -> None:
@@ -134,4 +150,6 @@ def write_parquet(table: OpTable, path: str) -> None:
             arrays.append(pa.array(getattr(table, name), type=pa.float32()))
         else:
             arrays.append(pa.array(getattr(table, name), type=kinds[name]))
-    pq.write_table(pa.Table.from_arrays(arrays, names=list(COLUMN_NAMES)), path)
+    # row groups of one piece each: a reader holds one decoded row group at a time
+    pq.write_table(pa.Table.from_arrays(arrays, names=list(COLUMN_NAMES)), path,
+                   row_group_size=BATCH_ROWS)
