@@ -41,14 +41,14 @@ def _toy(tmp):
     tests = os.path.join(REPO, "tests")
     if tests not in sys.path:
         sys.path.insert(0, tests)
-    from output_fixtures import pipeline_job
+    from output_fixtures import whatif_job
 
     from mindspeed_prof.output.whatif.table import write_parquet
 
     path = os.path.join(tmp, "trace-toy.parquet")
-    ops = pipeline_job.play(pp=4, dp=4, microbatches=8, steps=range(20),
+    ops = whatif_job.play(pp=4, dp=4, microbatches=8, steps=range(20),
                             slow_worker=(1, 0, 1.8), jitter=0.05)
-    write_parquet(pipeline_job.as_table(ops), path)
+    write_parquet(whatif_job.as_table(ops), path)
     return path, None
 
 

@@ -11,13 +11,13 @@ from helpers.cli import run_cli
 from mindspeed_prof.config import schedule_marks as sm
 from mindspeed_prof.output.whatif import rows as whatif_rows
 from mindspeed_prof.output.whatif import schema
-from output_fixtures import pipeline_job
+from output_fixtures import whatif_job
 
 
 @pytest.fixture
 def slow_stage_capture(tmp_path):
-    ops = pipeline_job.play(slow_stage=(1, 1.6), jitter=0.02)
-    return pipeline_job.write_capture(tmp_path / "save", ops), ops
+    ops = whatif_job.play(slow_stage=(1, 1.6), jitter=0.02)
+    return whatif_job.write_capture(tmp_path / "save", ops), ops
 
 
 def exported(capsys, save, out):
@@ -67,7 +67,7 @@ def test_whatif_on_the_capture_and_on_its_export_agree(tmp_path, capsys, slow_st
 
 
 def test_a_capture_without_schedule_marks_exits_2_saying_how_to_get_them(tmp_path, capsys):
-    save = pipeline_job.write_capture(tmp_path / "save", pipeline_job.play(), marks=False)
+    save = whatif_job.write_capture(tmp_path / "save", whatif_job.play(), marks=False)
     for command in (["export", save, "--format", "straggler-analysis", "-o", tmp_path / "o"],
                     ["whatif", save]):
         code, out, err = run_cli(capsys, *command)
@@ -87,9 +87,9 @@ def test_export_to_a_file_exits_2(tmp_path, capsys, slow_stage_capture):
 
 
 def test_without_data_parallelism_the_gradient_marks_are_left_out_and_said(tmp_path, capsys):
-    ops = pipeline_job.play(dp=1, slow_stage=(1, 1.5), jitter=0.02)
-    ops.append(pipeline_job.Op(0, 0, 0, 3, "grads-all-reduce", ops[-1].start, 0.001))
-    save = pipeline_job.write_capture(tmp_path / "save", ops, dp=1)
+    ops = whatif_job.play(dp=1, slow_stage=(1, 1.5), jitter=0.02)
+    ops.append(whatif_job.Op(0, 0, 0, 3, "grads-all-reduce", ops[-1].start, 0.001))
+    save = whatif_job.write_capture(tmp_path / "save", ops, dp=1)
     stdout = exported(capsys, save, tmp_path / "out")
     assert "1 gradient/parameter synchronisation marks left out" in stdout
     code, out, err = run_cli(capsys, "whatif", tmp_path / "out", "--json")

@@ -10,19 +10,19 @@ import pytest
 from helpers.cli import run_cli
 from mindspeed_prof.output.whatif import analysis, schema
 from mindspeed_prof.output.whatif.table import read_parquet, write_parquet
-from output_fixtures import pipeline_job
+from output_fixtures import whatif_job
 
 META = schema.JobMeta(trial_name="toy", dp_size=2, pp_size=2, world_size=4)
 
 
 def analysed(**slow):
-    return analysis.analyse(pipeline_job.as_table(pipeline_job.play(jitter=0.02, **slow)), META,
+    return analysis.analyse(whatif_job.as_table(whatif_job.play(jitter=0.02, **slow)), META,
                             "toy")
 
 
 def written(tmp_path, ops, name="toy"):
     path = tmp_path / f"trace-{name}.parquet"
-    write_parquet(pipeline_job.as_table(ops), str(path))
+    write_parquet(whatif_job.as_table(ops), str(path))
     return path
 
 
@@ -53,7 +53,7 @@ def test_a_calm_job_blames_nothing_much():
 
 
 def test_the_slow_worker_makes_every_rank_s_step_equally_long_in_the_fixture():
-    ops = pipeline_job.play(slow_worker=(1, 0, 1.8))
+    ops = whatif_job.play(slow_worker=(1, 0, 1.8))
     ends = {}
     for op in ops:
         if op.timer == "optimizer":
@@ -71,16 +71,16 @@ def test_the_simulation_of_the_recorded_durations_reproduces_the_recorded_step()
 def test_the_table_round_trips_through_parquet_with_the_artifact_s_column_types(tmp_path):
     import pyarrow.parquet as pq
 
-    path = written(tmp_path, pipeline_job.play())
+    path = written(tmp_path, whatif_job.play())
     types = {f.name: str(f.type) for f in pq.read_schema(str(path))}
     assert types == dict(schema.COLUMNS)
     table = read_parquet(str(path))
-    assert len(table) == len(pipeline_job.play())
+    assert len(table) == len(whatif_job.play())
     assert set(table.optypes) >= {"forward-compute", "backward-recv", "optimizer"}
 
 
 def test_whatif_on_a_table_says_which_stage_to_fix_in_words(tmp_path, capsys):
-    path = written(tmp_path, pipeline_job.play(slow_stage=(1, 1.6), jitter=0.02))
+    path = written(tmp_path, whatif_job.play(slow_stage=(1, 1.6), jitter=0.02))
     code, out, err = run_cli(capsys, "whatif", path)
     assert code == 0, err
     assert "If stage 1 ran like the others, a step would take" in out
@@ -89,7 +89,7 @@ def test_whatif_on_a_table_says_which_stage_to_fix_in_words(tmp_path, capsys):
 
 
 def test_whatif_json_is_strict_and_reads_the_meta_beside_the_table(tmp_path, capsys):
-    path = written(tmp_path, pipeline_job.play(slow_worker=(1, 0, 1.8), jitter=0.02), "job")
+    path = written(tmp_path, whatif_job.play(slow_worker=(1, 0, 1.8), jitter=0.02), "job")
     (tmp_path / "meta-job.yaml").write_text(
         "trial_name: job\nrun_id: 0\ndp_size: 2\ndsp_size: 1\npp_size: 2\ntp_size: 2\n"
         "vpp_size: 1\nworld_size: 8\n")
@@ -104,7 +104,7 @@ def test_whatif_json_is_strict_and_reads_the_meta_beside_the_table(tmp_path, cap
 
 
 def test_whatif_on_a_folder_with_one_exported_table_reads_that_table(tmp_path, capsys):
-    written(tmp_path, pipeline_job.play(slow_stage=(1, 1.6)), "exported")
+    written(tmp_path, whatif_job.play(slow_stage=(1, 1.6)), "exported")
     code, out, err = run_cli(capsys, "whatif", tmp_path, "--json")
     assert code == 0, err
     assert json.loads(out)["by_stage"][0]["name"] == "1"
@@ -134,7 +134,7 @@ def test_whatif_names_a_missing_column(tmp_path, capsys):
 
 
 def test_a_bad_meta_file_exits_2_naming_the_key(tmp_path, capsys):
-    path = written(tmp_path, pipeline_job.play())
+    path = written(tmp_path, whatif_job.play())
     meta = tmp_path / "m.yaml"
     meta.write_text("trial_name: x\ndp_size: zero\n")
     code, _, err = run_cli(capsys, "whatif", path, "--meta", meta)
@@ -142,7 +142,7 @@ def test_a_bad_meta_file_exits_2_naming_the_key(tmp_path, capsys):
 
 
 def test_a_table_with_a_step_missing_an_op_leaves_that_step_out_and_says_so(tmp_path, capsys):
-    ops = [op for op in pipeline_job.play(slow_stage=(1, 1.6))
+    ops = [op for op in whatif_job.play(slow_stage=(1, 1.6))
            if not (op.step == 4 and op.rank == 3 and op.timer == "optimizer")]
     code, out, err = run_cli(capsys, "whatif", written(tmp_path, ops), "--json")
     assert code == 0, err
@@ -152,7 +152,7 @@ def test_a_table_with_a_step_missing_an_op_leaves_that_step_out_and_says_so(tmp_
 
 
 def test_no_nan_reaches_the_json_when_no_step_is_slowed(tmp_path, capsys):
-    ops = pipeline_job.play()  # no jitter: ideal == recorded, the shares are undefined
+    ops = whatif_job.play()  # no jitter: ideal == recorded, the shares are undefined
     code, out, _ = run_cli(capsys, "whatif", written(tmp_path, ops), "--json")
     data = json.loads(out, parse_constant=lambda c: pytest.fail(f"non-strict JSON: {c}"))
     assert code == 0

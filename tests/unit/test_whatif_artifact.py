@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from helpers.cli import run_cli
-from output_fixtures import pipeline_job
+from output_fixtures import whatif_job
 
 CHECKOUT = os.environ.get("STRAGGLER_ANALYSIS_PATH")
 PYTHON = os.environ.get("STRAGGLER_ANALYSIS_PYTHON")
@@ -55,7 +55,7 @@ def test_whatif_reproduces_the_artifact_s_results_on_its_traces(trace, capsys):
 @pytest.mark.skipif(not PYTHON, reason="STRAGGLER_ANALYSIS_PYTHON names no Python where the "
                                        "artifact's analyzer runs (pandas<2.2, numpy<2, pyarrow<16)")
 def test_the_artifact_s_analyzer_runs_unchanged_on_our_export_and_agrees(tmp_path, capsys):
-    save = pipeline_job.write_capture(tmp_path / "save", pipeline_job.play(
+    save = whatif_job.write_capture(tmp_path / "save", whatif_job.play(
         slow_worker=(1, 0, 1.8), jitter=0.02))
     code, _, err = run_cli(capsys, "export", save, "--format", "straggler-analysis", "-o",
                            tmp_path / "out")

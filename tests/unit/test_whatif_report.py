@@ -5,14 +5,14 @@ import html
 import re
 
 from helpers.cli import run_cli
-from output_fixtures import pipeline_job
+from output_fixtures import whatif_job
 
 TITLE = "What would each fix save"
 
 
 def page(tmp_path, capsys, **play):
     marks = play.pop("marks", True)
-    save = pipeline_job.write_capture(tmp_path / "save", pipeline_job.play(**play), marks=marks)
+    save = whatif_job.write_capture(tmp_path / "save", whatif_job.play(**play), marks=marks)
     code, _, err = run_cli(capsys, "report", save, "-o", tmp_path / "r.html")
     assert code in (0, 1), err
     text = (tmp_path / "r.html").read_text()
@@ -34,7 +34,7 @@ def test_a_pipelined_run_without_marks_gets_a_note_saying_how_to_record_them(tmp
 
 
 def test_a_run_that_is_not_pipelined_has_no_such_section(tmp_path, capsys):
-    save = pipeline_job.write_capture(tmp_path / "save", pipeline_job.play(pp=1, dp=2), dp=2,
+    save = whatif_job.write_capture(tmp_path / "save", whatif_job.play(pp=1, dp=2), dp=2,
                                       pp=1)
     code, _, err = run_cli(capsys, "report", save, "-o", tmp_path / "r.html")
     assert code in (0, 1), err
