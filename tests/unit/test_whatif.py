@@ -157,3 +157,25 @@ def test_no_nan_reaches_the_json_when_no_step_is_slowed(tmp_path, capsys):
     data = json.loads(out, parse_constant=lambda c: pytest.fail(f"non-strict JSON: {c}"))
     assert code == 0
     assert data["m_w"]["value"] is None or math.isfinite(data["m_w"]["value"])
+
+
+def test_with_one_dp_replica_no_worker_problem_is_claimed(tmp_path):
+    from mindspeed_prof.output.whatif import render
+
+    ops = whatif_job.play(dp=1, slow_stage=(1, 1.6), jitter=0.02)
+    meta = schema.JobMeta(trial_name="toy", dp_size=1, pp_size=2, world_size=2)
+    result = analysis.analyse(whatif_job.as_table(ops), meta, "toy")
+    assert result.m_w.value > 0.5  # the worst rank is the whole last stage
+    lines = render.verdict(result)
+    assert not any("worker problem" in line for line in lines)
+    assert any("unevenly partitioned" in line for line in lines)
+
+
+def test_a_small_slowdown_names_no_cause_from_m_w_or_m_s():
+    from mindspeed_prof.output.whatif import render
+
+    result = analysed(slow_stage=(1, 1.2))
+    assert 1.03 <= result.slowdown < render.CLASSIFIED
+    lines = render.verdict(result)
+    assert any("If stage 1 ran like the others" in line for line in lines)
+    assert not any("M_W" in line or "M_S" in line for line in lines)

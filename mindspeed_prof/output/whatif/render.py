@@ -8,6 +8,9 @@ from .analysis import GroupEffect, Imbalance, WhatIf
 
 NOTICEABLE = 1.03   # S below this: the stragglers cost little (the artifact's threshold too)
 WORTH_NAMING = 0.01  # a fix that saves less than 1 % of a step is not worth a sentence
+# The slowdown from which M_W and M_S name a cause. With one DP replica M_W names none: its
+# worst ranks are a stage's, and a slow worker cannot be told from a heavy stage.
+CLASSIFIED = 1.1
 _SHOWN = 8
 
 
@@ -50,7 +53,9 @@ def verdict(result: WhatIf) -> List[str]:
         if best is not None and best.saving >= WORTH_NAMING:
             out.append(f"If {_subject(dim, best.name)}, a step would take "
                        f"{best.fixed_step_s * 1e3:.1f} ms ({-best.saving * 100:+.1f} %).")
-    if result.m_w.value is not None and result.m_w.value >= 0.5:
+    if result.slowdown < CLASSIFIED:
+        return out  # M_W and M_S are shares of a small gap: too noisy to name a cause
+    if result.meta.dp_size > 1 and result.m_w.value is not None and result.m_w.value >= 0.5:
         out.append(f"M_W = {result.m_w.value * 100:.0f} %: fixing the worst ranks "
                    f"({', '.join(result.m_w.selected)}) removes most of the slowdown: a worker "
                    f"problem (a slow device, host or link), not the job's shape.")
