@@ -8,7 +8,8 @@ one-line note saying how to record them.
 from typing import Any, Dict, List, Optional
 
 from ...errors import ConfigError
-from .sections import MAX_LISTED, Sections, e, num_cell, table
+from .cells import MAX_LISTED, e, num_cell, table
+from .sections import Sections
 
 SHOWN = 5  # groups per dimension
 
