@@ -27,11 +27,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(
 PP2 = ["--pipeline-model-parallel-size", "2", "--global-batch-size", "4", "--num-workers", "0"]
 
 
-def print_(text):
-    import sys
-    sys.__stderr__.write(text + "\n")
-
-
 def whatif(capsys, path):
     code, out, err = run_cli(capsys, "whatif", str(path), "--json")
     assert code == 0, err
@@ -66,8 +61,6 @@ def their_slowdown(tmp_path, capsys, save):
 def test_a_slowed_stage_is_blamed_with_stage_imbalance_and_the_artifact_agrees(tmp_path, capsys):
     save = run_pp2(tmp_path, "0.08@1;0.02")  # stage 1 (rank 1) forwards 80 ms, stage 0 20 ms
     report = whatif(capsys, save)
-    print_(json.dumps({k: report[k] for k in ("slowdown", "by_stage", "m_s", "m_w", "verdict",
-                                               "notes")}, indent=1))
     assert report["slowdown"] > 1.03
     assert report["by_stage"][0]["name"] == "1"
     assert report["m_s"]["value"] > 0.5
@@ -82,8 +75,6 @@ def test_a_slowed_stage_is_blamed_with_stage_imbalance_and_the_artifact_agrees(t
 
 def test_a_calm_run_blames_nothing_much(tmp_path, capsys):
     report = whatif(capsys, run_pp2(tmp_path, "0.03"))
-    print_(json.dumps({k: report[k] for k in ("slowdown", "by_stage", "by_dp_rank", "verdict")},
-                     indent=1))
     assert report["slowdown"] < 1.1
     assert all(entry["saving"] < 0.1 for entry in report["by_stage"])
 
@@ -95,8 +86,6 @@ def test_one_slowed_worker_of_two_replicas_is_blamed_by_dp_rank_with_worker_imba
     run_nodes(PP2 + ["--train-iters", "4"] + profile_flags(save, ("-1",), 2, 4),
               tmp_path=tmp_path, env=env, launcher_prefix=LAUNCHER).check()
     report = whatif(capsys, save)
-    print_(json.dumps({k: report[k] for k in ("slowdown", "by_dp_rank", "by_stage", "m_w",
-                                               "verdict")}, indent=1))
     assert report["job"]["dp_size"] == 2 and report["job"]["pp_size"] == 2
     assert report["by_dp_rank"][0]["name"] == "1"
     assert report["m_w"]["value"] > 0.5

@@ -7,5 +7,6 @@ DP replica (``model``); every step is then simulated without launch delays, as r
 each op's duration replaced by its type's typical value (``simulate``), which gives the slowdown
 S a step pays to its stragglers, and S attributed to each op type, DP rank and PP stage, and the
 worker and stage imbalance metrics M_W and M_S (``analysis``). ``render`` says it in words and in
-strict JSON; ``capture`` builds the table from a profiled run's schedule marks (``export``).
+strict JSON. ``table`` reads and writes the Parquet file, ``capture`` and ``rows`` build the
+table from a profiled run's schedule marks (``export``), ``source`` picks what ``whatif`` reads.
 """
