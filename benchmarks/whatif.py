@@ -1,15 +1,17 @@
-"""``mindspeed-prof whatif`` beside the paper's published analyzer (ByteDance-Seed/StragglerAnalysis,
-``analyzer/wia.py``) on its trace AR (117k ops), side by side in one run (issue 38 §4).
+"""``mindspeed-prof whatif`` beside the paper's published analyzer
+(ByteDance-Seed/StragglerAnalysis, ``analyzer/wia.py``) on its trace AR (117k ops), side by side
+in one run (issue 38 §4).
 
 Both run as their own process (bytecode cached, as installed), rounds interleaved (theirs,
-ours, then ours first), on the same file: wall and CPU time of the whole process (interpreter start, reading, analysis, output), and
-the analysis alone (theirs: its own ``e2e`` timer with ``--verbose``; ours: ``analyse()`` timed
-in this process); peak PSS of each in sampled runs. Then the table grown to 10x (its steps
-repeated under new step numbers) for linearity (our analysis CPU time at 10x / at 1x, target
-<= 13, linear being 10: CPU, as other jobs on a shared machine stretch wall time at random) and memory (our peak at 10x / at 1x). Where to find the artifact:
-STRAGGLER_ANALYSIS_PATH (a checkout) and STRAGGLER_ANALYSIS_PYTHON (a Python where its analyzer
-runs: pandas<2.2, numpy<2, pyarrow<16). Without them (and in --quick), our side only, on the
-simulated pipeline job of the tests, grown alike.
+ours, then ours first), on the same file: wall and CPU time of the whole process (interpreter
+start, reading, analysis, output), and the analysis alone (theirs: its own ``e2e`` timer with
+``--verbose``; ours: ``analyse()`` timed in this process); peak PSS of each in sampled runs.
+Then the table grown to 10x (its steps repeated under new step numbers) for linearity (our
+analysis CPU time at 10x / at 1x, target <= 13, linear being 10: CPU, as other jobs on a shared
+machine stretch wall time at random) and memory (our peak at 10x / at 1x). Where to find the
+artifact: STRAGGLER_ANALYSIS_PATH (a checkout) and STRAGGLER_ANALYSIS_PYTHON (a Python where its
+analyzer runs: pandas<2.2, numpy<2, pyarrow<16). Without them (and in --quick), our side only,
+on the simulated pipeline job of the tests, grown alike.
 """
 
 import json

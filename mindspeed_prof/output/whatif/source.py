@@ -23,8 +23,8 @@ def load(path: str, meta_path: Optional[str]) -> Tuple[Union[OpTable, Batches], 
     if os.path.isdir(path):
         tables = sorted(glob.glob(os.path.join(glob.escape(path), TRACE_PREFIX + "*.parquet")))
         if len(tables) > 1:
-            raise ConfigError(f"DIR {path} holds {len(tables)} tables ({os.path.basename(tables[0])}"
-                              f", ...); give one of them.")
+            raise ConfigError(f"DIR {path} holds {len(tables)} tables "
+                              f"({os.path.basename(tables[0])}, ...); give one of them.")
         if not tables:
             from .capture import from_capture
 
