@@ -105,3 +105,16 @@ def test_a_combined_exchange_becomes_one_row_per_direction_spanning_the_call():
     p2p = sorted((r.optype, r.start, r.end) for r in rows if "send" in r.optype
                  or "recv" in r.optype)
     assert p2p == [("backward-recv", 1.0, 1.5), ("forward-send", 1.0, 1.5)]
+
+
+def test_a_save_path_of_two_windows_exits_2_naming_a_window_folder(tmp_path, capsys):
+    for window, steps in (("iter_3-4", (3, 4)), ("iter_7-8", (7, 8))):
+        whatif_job.write_capture(tmp_path / "save" / window, whatif_job.play(steps=steps))
+    for command in (["export", tmp_path / "save", "--format", "straggler-analysis", "-o",
+                     tmp_path / "o"], ["whatif", tmp_path / "save"]):
+        code, out, err = run_cli(capsys, *command)
+        assert code == 2 and out == ""
+        assert "holds 2 windows (iter_3-4, iter_7-8)" in err and "give its folder" in err
+    code, out, err = run_cli(capsys, "whatif", tmp_path / "save" / "iter_7-8", "--json")
+    assert code == 0, err
+    assert json.loads(out)["steps"] == [7, 8]

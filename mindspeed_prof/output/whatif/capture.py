@@ -16,7 +16,9 @@ from typing import Any, Dict, List, Optional, Tuple
 from ...config import schedule_marks as sm
 from ...errors import ConfigError
 from ..read import jobruns, jsonstream, tracescan
+from ...layout import parse_window_dir
 from ..read.discover import discover
+from ..read.roles import role_roots
 from ..read.errors import CorruptFile
 from ..timeline import choose, clock
 from .rows import Mark, Worker, rows_of, table_of
@@ -29,6 +31,7 @@ NO_MARKS = ("the capture has no schedule marks (forward-compute stage=... ranges
 
 
 def from_capture(directory: str) -> Tuple[OpTable, JobMeta, List[str]]:
+    _one_window(directory)
     selection = choose.select(directory)
     notes = list(selection.notes)
     found = discover(selection.root)
@@ -55,6 +58,25 @@ def from_capture(directory: str) -> Tuple[OpTable, JobMeta, List[str]]:
     if alignment.aligned_on:
         notes.append(f"clocks aligned on the {alignment.aligned_on}.")
     return table_of(rows), meta, notes
+
+
+def _one_window(directory: str) -> None:
+    """What ``timeline``'s selection would refuse, said for the schedule's table: RL roles (no
+    pipeline schedule to replay) and several windows (read one: a window's folder)."""
+    if not os.path.isdir(directory):
+        raise ConfigError(f"DIR {directory} is not a directory; give the --profile-save-path of "
+                          f"the profiled run.")
+    roots = role_roots(directory)
+    if roots and not (len(roots) == 1 and roots[0].rel == "."):
+        raise ConfigError(f"DIR {directory} holds RL role output; the schedule's table is a "
+                          f"training run's: give a Megatron training run's --profile-save-path.")
+    windows = sorted({os.path.join(*parts[:i + 1]) for run in discover(directory).runs
+                      for parts in [run.rel.split(os.sep)[:-1]] for i in range(len(parts))
+                      if parse_window_dir(parts[i]) is not None})
+    if len(windows) > 1:
+        raise ConfigError(f"DIR {directory} holds {len(windows)} windows ({', '.join(windows[:4])}"
+                          f"{' ...' if len(windows) > 4 else ''}); the table is one window's: "
+                          f"give its folder (e.g. {os.path.join(directory, windows[0])}).")
 
 
 def _workers(selection: Any, manifests: Dict[int, Any], directory: str,
