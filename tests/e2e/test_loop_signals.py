@@ -17,8 +17,12 @@ from helpers.traces import manifest, step_ids, torch_traces
 
 pytestmark = pytest.mark.e2e
 
+# The loop starts with Python's own SIGINT handler, as a script started from a terminal does: a
+# shell that runs pytest in the background without job control (`cmd &` in a script, nohup-style
+# jobs) hands its children SIGINT ignored, an ignore the product rightly keeps (issue 35).
 LOOP = textwrap.dedent("""
-    import sys, time, torch
+    import signal, sys, time, torch
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     import mindspeed_prof
 
     class Numbers(torch.utils.data.Dataset):
