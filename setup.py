@@ -98,9 +98,13 @@ setup(
     install_requires=["torch", "pyyaml", "pysimdjson>=5", "msgspec>=0.18", "pyarrow>=14",
                       "numpy"],
     extras_require={
-        # the README's demos end with `summary --plot`, which draws with matplotlib, and
-        # `mindspeed-prof report`, whose page embeds plotly.js
-        "demo": ["megatron-core==0.16.1", "matplotlib", "plotly>=5"],
+        # What the demos import (scripts/demo_imports.py checks it before torchrun):
+        # megatron-core; `mindspeed-prof report`, whose page embeds plotly.js (scripts/demo.sh);
+        # Megatron's text-generation server, Flask and flask-restful, and its engine's progress
+        # bar, tqdm (scripts/demo_inference.sh); and matplotlib for `summary --plot` on their
+        # output.
+        "demo": ["megatron-core==0.16.1", "matplotlib", "plotly>=5", "flask", "flask-restful",
+                 "tqdm"],
         "plot": ["matplotlib"],
         # `mindspeed-prof report` embeds plotly.js in its page; plotly (~15 MB, with narwhals)
         # is imported by that command alone, so training images need not carry it

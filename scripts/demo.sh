@@ -15,6 +15,9 @@ OUT=$(mkdir -p "${1:-demo_output}" && cd "${1:-demo_output}" && pwd)
 rm -rf "${OUT:?}/profile" "$OUT/pretrain_gpt.sh" "$OUT/pretrain_gpt_profile.sh" "$OUT/report.html" \
     "$OUT/timeline.json.gz"
 
+# What the demo imports: the training (megatron-core) and the report's page (plotly).
+python "$REPO/scripts/demo_imports.py" scripts/demo.sh torch megatron.core plotly
+
 # The user's launch script; its adapted copy finds the training code through MEGATRON_PATH.
 cp "$REPO/tests/harness/pretrain_gpt.sh" "$OUT/pretrain_gpt.sh"
 export MEGATRON_PATH="$REPO/tests/harness"

@@ -9,6 +9,8 @@
 #      over HTTP (each request of it is one folder, req_N-N/, on every rank),
 #   3. Ctrl-C to the serving rank stops the server, as upstream,
 #   4. `mindspeed-prof check` gives the deliverables verdict, `summary` what the traces say.
+# It stops with one line naming what is wrong when a package it imports is missing (before
+# torchrun) or when a rank of the server died (the rank, and the first error of server.log).
 # Usage: bash scripts/demo_inference.sh [OUTPUT_DIR]     (default: ./demo_inference_output)
 set -euo pipefail
 
@@ -16,6 +18,10 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=$(mkdir -p "${1:-demo_inference_output}" && cd "${1:-demo_inference_output}" && pwd)
 rm -rf "${OUT:?}/profile" "$OUT/reports" "$OUT/server.log"
 PYTHON=${PYTHON:-python}
+
+# What the server imports (megatron-core's text-generation server: Flask, flask-restful, tqdm).
+"$PYTHON" "$REPO/scripts/demo_imports.py" scripts/demo_inference.sh \
+    torch megatron.core flask flask_restful tqdm
 
 free_port() {
     "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -55,28 +61,60 @@ stop_server() {
 }
 trap stop_server EXIT
 
+dead_ranks() {  # the ranks whose process has ended (pids from the server's reports)
+    local report rank pid
+    for report in "$OUT"/reports/server_rank*.json; do
+        [ -e "$report" ] || continue
+        rank=${report##*server_rank}
+        pid=$("$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["pid"])' "$report")
+        kill -0 "$pid" 2>/dev/null || echo "${rank%.json}"
+    done | sort -n | tr '\n' ' ' | sed 's/ $//'
+}
+fail() {  # $1: what went wrong, $2: the ranks found dead. Show the log's end, then one line
+    local dead=${2-$(dead_ranks)} first root
+    trap - EXIT
+    for _ in $(seq 1 100); do  # torchrun ends by itself once a rank died: let it write why
+        kill -0 "$SERVER" 2>/dev/null || break
+        sleep 0.1
+    done
+    stop_server
+    echo "-- the end of $OUT/server.log:"
+    tail -n 25 "$OUT/server.log"
+    # torchrun's summary names the rank that failed first; a rank's traceback, its error
+    root=$(grep -A 6 "^Root Cause" "$OUT/server.log" | grep -oE "rank *: *[0-9]+" | grep -oE "[0-9]+$" || true)
+    first=$(grep -v ChildFailedError "$OUT/server.log" \
+        | grep -m 1 -E "^(\[rank[0-9]+\]: ?)?[A-Za-z_.]*(Error|Exception|Interrupt)(:|$)" || true)
+    echo "the inference demo failed: $1${dead:+; rank(s) $dead died}${root:+ (torchrun: rank $root failed first)}${first:+; first error: $first}; full log: $OUT/server.log"
+    exit 1
+}
+alive() {  # fail unless torchrun and every rank that reported its pid still run
+    local dead
+    kill -0 "$SERVER" 2>/dev/null || fail "$1: the server exited"
+    dead=$(dead_ranks)
+    [ -z "$dead" ] || fail "$1" "$dead"
+}
+
 for _ in $(seq 1 600); do
-    if ! kill -0 "$SERVER" 2>/dev/null; then
-        tail -n 30 "$OUT/server.log"
-        echo "the server exited before it listened; full log: $OUT/server.log"
-        exit 1
-    fi
+    alive "before it listened"
     if curl -s -o /dev/null "http://127.0.0.1:$PORT/"; then
         break
     fi
     sleep 0.2
 done
 
-generate() {  # one request: 4 tokens after the prompt "1 2 3"
+generate() {  # one request: 4 tokens after the prompt "1 2 3"; fails when a rank died
     curl -sS -X PUT "http://127.0.0.1:$PORT/api" -H 'Content-Type: application/json' \
-        -d '{"prompts": ["1 2 3"], "tokens_to_generate": 4}' >/dev/null
+        -d '{"prompts": ["1 2 3"], "tokens_to_generate": 4}' >/dev/null || fail "PUT /api failed"
+    alive "after PUT /api"
 }
 route() {  # POST a profile route with an empty JSON body; print its answer; an error fails
     local status
     status=$(curl -sS -o "$OUT/answer.json" -w '%{http_code}' -X POST \
-        "http://127.0.0.1:$PORT/$1" -H 'Content-Type: application/json' -d '{}')
+        "http://127.0.0.1:$PORT/$1" -H 'Content-Type: application/json' -d '{}') \
+        || fail "POST /$1 failed"
+    alive "after POST /$1"  # an answer of 200 says nothing of the other ranks
     echo "POST /$1 -> $status $(cat "$OUT/answer.json")"
-    [ "$status" = 200 ]
+    [ "$status" = 200 ] || fail "POST /$1 answered $status"
 }
 
 echo "== 2. request 1 (not profiled), then a window over HTTP around requests 2-3"
@@ -90,11 +128,10 @@ generate    # request 4: after the stop, not profiled
 echo "== 3. stop the server: Ctrl-C to the serving rank (rank 0), as upstream"
 RANK0=$("$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["pid"])' \
     "$OUT/reports/server_rank0.json")
+alive "before the stop"
 kill -INT "$RANK0"
 if ! wait "$SERVER"; then
-    tail -n 30 "$OUT/server.log"
-    echo "the server did not end cleanly; full log: $OUT/server.log"
-    exit 1
+    fail "the server did not end cleanly" ""
 fi
 trap - EXIT
 rm -f "$OUT/answer.json"
