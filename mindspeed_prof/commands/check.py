@@ -10,7 +10,7 @@ node's share of the ranks is checked; ``--report`` writes it, with its summary n
 from mindspeed_prof.config import ranks
 from mindspeed_prof.errors import ConfigError
 
-from .reading import add_run_and_cache, run_reader
+from .reading import add_all, add_run_and_cache, run_reader
 
 HELP = ("Check every rank's profiler output under DIR: valid, cut (the run ended inside the "
         "window), not stopped, unparsed, incomplete, corrupt or missing.")
@@ -24,6 +24,7 @@ def add_arguments(parser):
                         help="Ranks that must be there (0 2 5, 0-7); default: those the "
                              "manifests expect, plus every rank found.")
     parser.add_argument("--json", action="store_true", help="Machine-readable output.")
+    add_all(parser)
     parser.add_argument("--node", metavar="I/N", default=None,
                         help="Check only node I's share of N (0-based; the ranks split into N "
                              "contiguous runs, as launchers number them): one task per node "
@@ -81,7 +82,7 @@ def _run(args):
               else render_roles.role_check_table(result))
         return result.exit_code
     report = check_directory(args.directory, expected_ranks(args.ranks), run=args.run)
-    print(check_json(report) if args.json else check_table(report))
+    print(check_json(report) if args.json else check_table(report, every=args.all))
     return report.exit_code
 
 
@@ -91,7 +92,7 @@ def _node(args, share):
 
     report, _, data = node_report(args.directory, share, expected_ranks(args.ranks),
                                   run=args.run)
-    print(check_json(report) if args.json else check_table(report))
+    print(check_json(report) if args.json else check_table(report, every=args.all))
     if args.report:
         written = write_report(data, args.report)
         if not args.json:

@@ -19,6 +19,8 @@ def add_arguments(parser):
                       help="Machine-readable: {nodes, check (as check --json), summary (as "
                            "summary --json)}.")
     form.add_argument("--csv", action="store_true", help="The summary as summary --csv.")
+    from .reading import add_all
+    add_all(parser)
 
 
 def run(args):
@@ -50,7 +52,7 @@ def _run(args):
         print(summary_csv(merged.summary), end="")
     else:
         print(f"{merged.nodes} node report(s)\n")
-        print(check_table(merged.check))
+        print(check_table(merged.check, every=args.all))
         print()
-        print(summary_table(merged.summary))
+        print(summary_table(merged.summary, every=args.all))
     return merged.check.exit_code

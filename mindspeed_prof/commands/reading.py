@@ -29,3 +29,11 @@ def run_reader(args, body) -> int:
             from mindspeed_prof.output import cache
             cache.disable()
         return body(args)
+
+
+def add_all(parser) -> None:
+    """``--all``: past 32 ranks the terminal tables print the ranks with a problem first and
+    the others grouped (ranges like 0-1023); this prints a row per rank instead."""
+    parser.add_argument("--all", action="store_true",
+                        help="A row per rank on the terminal. Past 32 ranks the tables show the "
+                             "ranks with a problem first and the others grouped (0-1023).")

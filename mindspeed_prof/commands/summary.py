@@ -13,7 +13,7 @@ import sys
 
 from mindspeed_prof.errors import ConfigError
 
-from .reading import add_run_and_cache, run_reader
+from .reading import add_all, add_run_and_cache, run_reader
 
 HELP = "Summarise every rank's profile under DIR: step-time breakdown, top kernels, slow ranks."
 
@@ -32,6 +32,7 @@ def add_arguments(parser):
     parser.add_argument("--steps", action="store_true",
                         help="Also list every profiled step of every rank (the table; --json "
                              "and --csv always hold them).")
+    add_all(parser)
     parser.add_argument("--plot", metavar="FILE.png", default=None,
                         help="Also draw a per-rank stacked bar chart of the step breakdown "
                              "(needs matplotlib).")
@@ -87,7 +88,8 @@ def _run(args):
             # why nothing was summarised goes to stderr below: the table leaves it out, so a
             # terminal shows it once, not twice
             summary.notes = notes[:-1]
-        print(render_summary.summary_table(summary, steps=args.steps))
+        print(render_summary.summary_table(summary, steps=args.steps,
+                                                   every=args.all))
         summary.notes = notes
         if memory:
             print("\n" + render_memory.memory_table(memory))

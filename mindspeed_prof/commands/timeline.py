@@ -10,7 +10,7 @@ on the terminal. Streamed: memory stays flat whatever the number of ranks. Exit 
 
 import sys
 
-from .reading import add_no_cache, run_reader
+from .reading import add_all, add_no_cache, run_reader
 
 HELP = ("Merge the chosen ranks of one window into one Chrome-trace/Perfetto file, clocks "
         "aligned on the steps every rank recorded.")
@@ -36,6 +36,7 @@ def add_arguments(parser):
                         help="Leave out complete events shorter than X µs (step markers are "
                              "always kept); default 0, every event.")
     add_no_cache(parser)
+    add_all(parser)
 
 
 def run(args):
@@ -49,14 +50,14 @@ def _run(args):
                             role=args.role, min_us=args.min_us)
     from mindspeed_prof.output.render import safe
 
-    for line in summary_lines(merged):
+    for note in merged.selection.notes:  # problems first: above a thousand ranks' lines
+        print(f"note: {safe.cell(note)}", file=sys.stderr, flush=True)
+    for line in summary_lines(merged, every=args.all):
         print(safe.cell(line))
-    for note in merged.selection.notes:
-        print(f"note: {safe.cell(note)}", file=sys.stderr)
     return 0
 
 
-def summary_lines(merged):
+def summary_lines(merged, every=False):
     selection, alignment, counts = merged.selection, merged.alignment, merged.counts
     steps = sorted({n for t in selection.tracks for n in t.steps()
                     if not selection.steps or selection.steps[0] <= n <= selection.steps[1]})
@@ -81,7 +82,19 @@ def summary_lines(merged):
                      f"{alignment.clocks}; reference rank {alignment.reference_rank}; "
                      f"boundaries agree within {alignment.tolerance_us:,.1f} µs after the "
                      f"offsets")
-    for track in selection.tracks:
+    from mindspeed_prof.output.render import many
+
+    tracks = selection.tracks
+    if many.condensed(len(tracks), every):  # the offsets' spread, then the largest ones
+        offsets = [alignment.offsets_us.get(t.rank, 0.0) for t in tracks]
+        residuals = [r for r in (alignment.residual_us.get(t.rank) for t in tracks)
+                     if r is not None]
+        lines.append(f"  {len(tracks)} ranks ({many.rank_ranges(t.rank for t in tracks)}): "
+                     f"offsets {min(offsets):+,.1f} to {max(offsets):+,.1f} µs"
+                     + (f", residual up to {max(residuals):,.1f} µs" if residuals else "")
+                     + f"; the 5 largest below, every one in the file ({many.ALL_HINT})")
+        tracks = sorted(tracks, key=lambda t: -abs(alignment.offsets_us.get(t.rank, 0.0)))[:5]
+    for track in tracks:
         offset = alignment.offsets_us.get(track.rank, 0.0)
         residual = alignment.residual_us.get(track.rank)
         lines.append(f"  {track.name:<32} offset {offset:+,.1f} µs"

@@ -110,6 +110,7 @@ def _items(writer, section, rank, items):
             writer.writerow([section, rank, "", item["name"], item["type"] or "", key, item[key]])
 
 
-def summary_table(summary, steps=False):
-    """The terminal table (``render/summary_table.py``); ``steps``: every step too."""
-    return render_table(summary_dict(summary), steps)
+def summary_table(summary, steps=False, every=False):
+    """The terminal table (``render/summary_table.py``); ``steps``: every step too; ``every``
+    (``--all``): a row per rank however many there are."""
+    return render_table(summary_dict(summary), steps, every)

@@ -4,7 +4,7 @@ breakdown was computed from, what each SHARE is a share of, and (``--steps``) ev
 from ..read import columns
 from ..summary import engine_steps
 from ..summary.compare import SLOW_RANK_PCT
-from . import safe
+from . import many, safe
 
 SHORT = {
     "Communication(Not Overlapped)": "Comm(NotOvl)",
@@ -17,16 +17,33 @@ TOPS = (("top_kernels", "kernels", "of every kernel's time"),
         ("top_ops", "torch operators by self time", "of every operator's self time"))
 
 
-def summary_table(data, steps=False):
-    """``data``: ``summary_dict``'s; ``steps``: add the per-step table (``--steps``)."""
+def summary_table(data, steps=False, every=False):
+    """``data``: ``summary_dict``'s; ``steps``: add the per-step table (``--steps``);
+    ``every`` (``--all``): a row per rank. Past ``many.ROWS_SHOWN`` ranks without it, the notes
+    (ranks skipped, files unread) come first and the per-rank table shows the slowest ranks,
+    then the mean of every rank."""
     lines = [f"mindspeed-prof summary {data['directory']}"]
+    grouped = many.condensed(len(data["ranks"]), every)
+    notes = [f"rank {r['rank']}: {n}" for r in data["ranks"] for n in r["notes"]]
+    notes += data["notes"]
+    if grouped and notes:  # problems first
+        lines += [""] + ["note: " + n for n in notes[:many.ROWS_SHOWN]]
+        if len(notes) > many.ROWS_SHOWN:
+            lines.append(f"note: ... and {len(notes) - many.ROWS_SHOWN} more ({many.ALL_HINT})")
+        notes = []
     if data["ranks"]:
         keys = ["step_time", *[k for k in columns.STEP_COMPONENTS
                                if any(k in r["breakdown_us"] for r in data["ranks"])]]
         lines += ["", "Step time and breakdown per rank (mean over its profiled steps; Step "
                       "time = Computing + Comm(NotOvl) + Free)"]
+        shown = data["ranks"]
+        if grouped:
+            shown = _slowest(data["ranks"])
+            lines.append(f"the {len(shown)} slowest of {len(data['ranks'])} rows (ranks "
+                         f"{many.rank_ranges(r['rank'] for r in data['ranks'])}), then their "
+                         f"mean ({many.ALL_HINT})")
         rows = [["RANK", "BACKEND", "STEPS", *[f"{SHORT.get(k, k)}(us)" for k in keys]]]
-        for rank in data["ranks"]:
+        for rank in shown:
             # no step ids (an NPU capture without host activity): unknown, never "1"
             rows.append([str(rank["rank"]), rank["backend"] or "-",
                          str(len(rank["steps"])) if rank["steps"] else "-",
@@ -55,11 +72,17 @@ def summary_table(data, steps=False):
             rows.append([item["name"][:60], (item["type"] or "")[:24], _num(item["total_us"]),
                          str(item["count"]), _num(item["mean_us"]), f"{item['share_pct']:.1f}%"])
         lines += _table(rows)
-    notes = [f"rank {r['rank']}: {n}" for r in data["ranks"] for n in r["notes"]]
-    notes += data["notes"]
     if notes:
         lines += [""] + ["note: " + n for n in notes]
     return safe.lines("\n".join(lines))
+
+
+def _slowest(ranks, count=5):
+    """The ``count`` rows of the longest step time, a row without one first (it is a problem),
+    in rank order."""
+    order = sorted(ranks, key=lambda r: (r["step_time_us"] is not None,
+                                         -(r["step_time_us"] or 0.0), r["rank"]))
+    return sorted(order[:count], key=lambda r: (r["rank"], r["backend"] or ""))
 
 
 def _slow_ranks_lines(entries):
