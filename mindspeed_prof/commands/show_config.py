@@ -8,10 +8,12 @@ profiled rank will make, without training. ``--profile`` is implied.
 import dataclasses
 import json
 import os
+import re
 
 from mindspeed_prof import backends
 from mindspeed_prof.config import ranks
 from mindspeed_prof.arguments import add_recorded_profile_flags, resolve_profile_flags
+from mindspeed_prof.arguments import parallel_sizes
 from mindspeed_prof.arguments.host_defaults import megatron_default_for, with_cpu_default
 from mindspeed_prof.errors import BackendUnavailable, ConfigError
 from mindspeed_prof.recording.plan import make_plan
@@ -24,6 +26,8 @@ HELP = "Print the resolved profiling config and the exact profiler call, without
 # Windows printed on the terminal (all of them go into --json, up to this many).
 SHOWN_WINDOWS = 5
 JSON_WINDOWS = 1000
+# A Megatron-LM release as --megatron-version takes it: 0.17, 0.17.1, 0.19.0rc1 ("17" is not)
+RELEASE = re.compile(r"\d+\.\d+(\.\d+)?([a-z]+\d*)?")
 
 
 def add_arguments(parser):
@@ -47,6 +51,7 @@ def add_arguments(parser):
                              "--profile-ranks takes ([0] = rank 0 up to 0.16, [] = every rank "
                              "from 0.17); default: the installed megatron-core's, if any.")
     parser.add_argument("--json", action="store_true", help="Machine-readable output.")
+    parallel_sizes.add_parallel_size_flags(parser)
     add_recorded_profile_flags(parser, description="as on the training command line; "
                                                    "--profile is implied")
 
@@ -74,7 +79,8 @@ def resolve(args):
         default_notes = [f"{note} (Megatron-LM {host_version}, {version_from})"
                          if note.startswith("--profile-ranks") else note
                          for note in default_notes]
-    plan, selection_note = _plan(config, unit, args.world_size)
+    layout = parallel_sizes.layout_of(args, args.world_size)
+    plan, selection_note = _plan(config, unit, args.world_size, layout)
     # The same checks, in the same order and words, as the training start-up (recorder.arm).
     plan = plan.with_windows(first=args.first_iteration, last=args.train_iters,
                              exit_interval=args.exit_interval)
@@ -118,10 +124,17 @@ def resolve(args):
     if backend_note and config.profile_backend == "auto":
         notes.append(f"backend auto chose {backend}: {backend_note}")
     if selection_note:
-        notes.append(f"rank selectors resolve inside the job: {selection_note}")
+        notes.append(f"rank selectors resolve inside the job: {selection_note} (or give "
+                     f"show-config the job's --tensor-model-parallel-size, "
+                     f"--pipeline-model-parallel-size, --context-parallel-size, "
+                     f"--expert-model-parallel-size and --nproc-per-node)")
+    elif layout is not None and ranks.needs_topology(config.profile_ranks):
+        notes.append(f"rank selectors resolved on the layout of the parallel sizes given "
+                     f"({_sizes_text(layout)}), ranks placed in Megatron's default order "
+                     f"tp-cp-ep-dp-pp")
     lacking = ranks.beyond(config.profile_ranks, args.world_size)
     if lacking and not selection_note:
-        notes.append(f"rank(s) {', '.join(map(str, lacking))} are beyond the job's "
+        notes.append(f"rank(s) {_ranks_text(lacking)} are beyond the job's "
                      f"{args.world_size} ranks (--world-size) and are left out")
     windows = [_window(window, unit) for window in plan.windows]
     trigger = None
@@ -135,7 +148,7 @@ def resolve(args):
         from mindspeed_prof.control.capture_words import rules_in_words
 
         chosen = ("the selected rank(s) resolved inside the job" if selection_note else
-                  f"the selected rank(s) {','.join(map(str, plan.selected_ranks))}")
+                  f"the selected rank(s) {_ranks_text(plan.selected_ranks)}")
         captures = {key: getattr(config, f"profile_{key}") for key in (
             "on_slow_step", "on_straggler", "capture_steps", "capture_warmup",
             "capture_cooldown", "max_captures", "trigger_poll")}
@@ -158,16 +171,32 @@ def resolve(args):
     }
 
 
-def _plan(config, unit, world_size):
+def _sizes_text(layout):
+    """``tp 2, pp 2, dp 2, cp 1, ep 1``: the sizes a layout was built from."""
+    return ", ".join(f"{key} {len({c[key] for c in layout.values()})}"
+                     for key in ("tp", "pp", "dp", "cp", "ep"))
+
+
+def _ranks_text(selected):
+    """A rank list as people read it: ``1, 2``; past a screenful, ranges (``0-1023``)."""
+    from mindspeed_prof.output.render import many
+
+    if len(selected) > many.ROWS_SHOWN:
+        return many.rank_ranges(selected)
+    return ", ".join(map(str, selected))
+
+
+def _plan(config, unit, world_size, layout=None):
     """The plan of the first selected rank (the one the call is shown for), as start-up builds
-    it; with rank selectors that need the job's layout, rank 0's, and why."""
+    it; with rank selectors that need the job's layout and no layout given (the parallel-size
+    flags), rank 0's, and why."""
     per_unit = unit is REQUEST  # a session per request, in its own folder (requests hop threads)
     own = unit is ENGINE_STEP   # every window in its own folder (HTTP windows follow each other)
     try:
         plan = make_plan(config, unit=unit, world_size=world_size, session_per_unit=per_unit,
-                         own_folders=own)
+                         own_folders=own, layout_of=layout)
     except ConfigError as exc:
-        if not ranks.needs_topology(config.profile_ranks):
+        if not ranks.needs_topology(config.profile_ranks) or layout is not None:
             raise
         plan = make_plan(config.replace(profile_ranks=(0,)), unit=unit, world_size=world_size,
                          session_per_unit=per_unit, own_folders=own)
@@ -179,9 +208,10 @@ def _megatron_version(given):
     """The Megatron-LM release to emulate, and where it came from: --megatron-version, else the
     installed megatron-core's metadata (read without importing Megatron), else none."""
     if given:
-        if megatron_default_for(given) is None:
-            raise ConfigError(f"--megatron-version {given!r} is not a release number; give one "
-                              f"such as 0.16.1 or 0.19.0.")
+        if not RELEASE.fullmatch(given) or megatron_default_for(given) is None:
+            raise ConfigError(f"--megatron-version {given!r} is not a release number: "
+                              f"Megatron-LM's read like 0.17 or 0.17.1 (MAJOR.MINOR[.PATCH]); "
+                              f"give e.g. --megatron-version 0.17.1.")
         return given, "from --megatron-version"
     try:
         from importlib.metadata import PackageNotFoundError, version
@@ -297,7 +327,7 @@ def run(args):
     for key, value in report["config"].items():
         print(f"  {key:<{width}}  {value}")
     selected = report["ranks"]["selected"]
-    shown = "resolved inside the job" if selected is None else ", ".join(map(str, selected))
+    shown = "resolved inside the job" if selected is None else _ranks_text(selected)
     print(f"ranks:     {report['ranks']['spec']} -> {shown} (world size {report['ranks']['world_size']})")
     for line in _plan_lines(report):
         print(line)

@@ -164,3 +164,63 @@ def test_host_activity_is_on_unless_turned_off_and_show_config_says_why(capsys, 
     code, out, _ = run(capsys, *flags, "--profile-level", "level_none", "--profile-mstx")
     assert code == 0 and "--profile-with-cpu is off (not given): --profile-level level_none " \
                          "with --profile-mstx is the light capture" in out
+
+
+@pytest.mark.parametrize("version", ["17", "0", "v0.17", "0.17.x"])
+def test_a_megatron_version_that_is_no_release_number_is_refused_saying_how_they_read(
+        capsys, version):
+    code, out, err = run(capsys, "--megatron-version", version)
+    assert code == 2 and out == ""
+    assert err.strip().endswith(
+        f"--megatron-version '{version}' is not a release number: Megatron-LM's read like 0.17 "
+        f"or 0.17.1 (MAJOR.MINOR[.PATCH]); give e.g. --megatron-version 0.17.1."), err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("version", ["0.17", "0.17.1", "0.19.0rc1"])
+def test_a_megatron_release_number_is_taken(capsys, version):
+    code, _, err = run(capsys, "--megatron-version", version)
+    assert code == 0, err
+
+
+def test_a_topology_selector_resolves_offline_with_the_hosts_parallel_sizes(capsys):
+    # 16 ranks, tp 2 innermost, then dp 2, then pp 4 outermost (Megatron's tp-cp-ep-dp-pp)
+    sizes = ["--world-size", "16", "--tensor-model-parallel-size", "2",
+             "--pipeline-model-parallel-size", "4"]
+    code, out, err = run(capsys, *sizes, "--profile-ranks", "tp=0,pp=*", "--json")
+    report = json.loads(out)
+    assert code == 0, err
+    assert report["ranks"]["selected"] == [0, 2, 4, 6, 8, 10, 12, 14]
+    assert not any("resolve inside the job" in n for n in report["notes"])
+    code, out, _ = run(capsys, *sizes, "--profile-ranks", "pp-stage-leaders", "--json")
+    assert json.loads(out)["ranks"]["selected"] == [0, 4, 8, 12]
+    code, out, _ = run(capsys, *sizes, "--profile-ranks", "last-pp-stage")
+    assert code == 0 and "ranks:     last-pp-stage -> 12, 13, 14, 15 (world size 16)" in out
+    assert "ranks placed in Megatron's default order tp-cp-ep-dp-pp" in out
+    code, out, _ = run(capsys, "--world-size", "16", "--tensor-model-parallel-size", "2",
+                       "--context-parallel-size", "2", "--profile-ranks", "cp=1,dp=0", "--json")
+    assert json.loads(out)["ranks"]["selected"] == [2, 3]
+    code, out, _ = run(capsys, "--world-size", "16", "--nproc-per-node", "8",
+                       "--profile-ranks", "node=1,tp=0", "--json")
+    assert json.loads(out)["ranks"]["selected"] == list(range(8, 16))
+
+
+def test_without_parallel_sizes_a_selector_says_which_flags_resolve_it(capsys):
+    code, out, _ = run(capsys, "--world-size", "16", "--profile-ranks", "tp=0,pp=*", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["ranks"]["selected"] is None
+    assert any("--tensor-model-parallel-size" in n for n in report["notes"])
+
+
+def test_parallel_sizes_that_do_not_fit_the_world_size_are_refused_in_one_line(capsys):
+    code, out, err = run(capsys, "--world-size", "6", "--tensor-model-parallel-size", "4",
+                         "--profile-ranks", "tp=0")
+    assert code == 2 and out == ""
+    assert err.strip().endswith("--world-size 6 is not a multiple of tensor x pipeline x "
+                                "context parallel sizes (4 x 1 x 1 = 4); give the sizes of "
+                                "the training command line."), err
+    code, _, err = run(capsys, "--world-size", "8", "--expert-model-parallel-size", "3")
+    assert code == 2 and "--expert-model-parallel-size 3 does not divide" in err
+    code, _, err = run(capsys, "--world-size", "8", "--tensor-model-parallel-size", "4",
+                       "--profile-ranks", "tp=5")
+    assert code == 2 and "matches no rank of this job" in err
