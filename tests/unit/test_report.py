@@ -10,7 +10,7 @@ import pytest
 from helpers.cli import run_cli, run_cli_json
 from helpers.report_page import read_page
 from mindspeed_prof.output.report import heatmap, sections, write
-from output_fixtures import samples
+from output_fixtures import corrupt, samples
 from output_fixtures.simulated_job import GROUP, NELEMS, simulated_job
 
 pytest.importorskip("plotly")
@@ -267,7 +267,8 @@ def test_with_a_baseline_the_diff_is_diffs_own_numbers(tmp_path, capsys, eight_r
     assert code == 0
     _, diff = run_cli_json(capsys, "diff", baseline, directory)
     page = read_page(out)
-    assert page.sections[-1] == "Against the baseline"
+    # read right after the verdicts (it sat last, under memory and the notes: issue 35)
+    assert page.sections[:3] == ["Verdicts", "Against the baseline", "Rank × iteration heatmaps"]
     steps = page.table("diff-steps")
     for step in diff["steps"]:
         [row] = steps.by("STEP", str(step["b_step"]))
@@ -279,6 +280,17 @@ def test_with_a_baseline_the_diff_is_diffs_own_numbers(tmp_path, capsys, eight_r
     assert grew[4].us == diff["grew"][0]["change_us"]
     ranks = page.table("diff-ranks")
     assert ranks.rows[0][0].text == "5 → 5" and ranks.rows[0][4].text == "Computing"
+
+
+def test_a_corrupt_ranks_row_is_labelled_with_its_rank_alone(tmp_path, capsys):
+    directory = simulated_job(str(tmp_path / "prof"), ranks=3)
+    corrupt.truncate(next((tmp_path / "prof").glob("rank1.*")))
+    out = str(tmp_path / "r.html")
+    code, _, _ = report(capsys, directory, out)
+    assert code == 0
+    page = read_page(out)
+    assert page.heatmaps()[0]["data"][0]["y"] == ["rank 0", "rank 1", "rank 2"]
+    assert "None" not in page.text.split("<main>", 1)[1]  # plotly.js itself names None
 
 
 def test_an_inference_run_gives_each_requests_latency_as_summary_does(tmp_path, capsys):

@@ -23,7 +23,9 @@ PARTS = (("step_time", "Step time"),
 
 
 def row_label(rank: Dict[str, Any], mixed: bool) -> str:
-    return f"rank {rank['rank']}" + (f" {rank['backend']}" if mixed else "")
+    """``rank 5``, or ``rank 5 npu`` where backends differ; a rank whose files were not read
+    has no backend to name (never ``rank 1 None``)."""
+    return f"rank {rank['rank']}" + (f" {rank['backend']}" if mixed and rank["backend"] else "")
 
 
 def cells(ranks: List[Dict[str, Any]], key: str) -> Dict[tuple, float]:
@@ -51,7 +53,7 @@ def matrices(ranks: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
                     and s.get("step_time") is not None})
     if not steps:
         return None
-    mixed = len({r["backend"] for r in ranks}) > 1
+    mixed = len({r["backend"] for r in ranks if r["backend"]}) > 1
     labels = [row_label(r, mixed) for r in ranks]
     rows, columns = _bands(len(ranks), MAX_ROWS), _bands(len(steps), MAX_COLUMNS)
     y = [labels[b[0]] if len(b) == 1 else f"ranks {ranks[b[0]]['rank']}-{ranks[b[-1]]['rank']}"

@@ -42,9 +42,10 @@ def render(data: Dict[str, Any], plotlyjs: str, baseline: Optional[Dict[str, Any
               f"mindspeed-prof {_e(__version__)}</p>")
     if data["layout"] == "roles":
         body.roles(data)
-    for part in parts:
-        _part(body, part, len(parts) > 1)
-    if baseline is not None:
+    for index, part in enumerate(parts):
+        # what changed since the baseline is read right after the verdicts, not at the end
+        _part(body, part, len(parts) > 1, baseline if index == 0 else None)
+    if baseline is not None and not parts:
         body.baseline(baseline)
     scripts = "\n".join(
         f"Plotly.newPlot({json.dumps(div)},{_json(fig['data'])},{_json(fig['layout'])},"
@@ -56,11 +57,14 @@ def render(data: Dict[str, Any], plotlyjs: str, baseline: Optional[Dict[str, Any
             f"{header}{body.nav()}{body.html()}</main><script>{scripts}</script></body></html>\n")
 
 
-def _part(body: Sections, part: Dict[str, Any], several: bool) -> None:
+def _part(body: Sections, part: Dict[str, Any], several: bool,
+          baseline: Optional[Dict[str, Any]] = None) -> None:
     prefix = f"{part['title']}: " if several and part.get("title") else ""
     summary, unit = part["summary"], part["unit"]
     body.section(prefix + "Verdicts", "Can these files be trusted? check's verdict per rank.")
     body.verdicts(part)
+    if baseline is not None:
+        body.baseline(baseline)
     body.section(prefix + f"Rank × {unit} heatmaps",
                  f"Which rank, which {unit}? Each cell is one rank's time in one {unit}; "
                  f"hover for the numbers.")
