@@ -67,6 +67,7 @@ SLOW_UNIT_TESTS = (
     "unit/test_exits.py::test_a_process_that_ignores_sigterm_keeps_profiling_through_one",
     "unit/test_analyse_command.py::test_fake_torch_npu_offline_capture_is_parsed_end_to_end",
     "unit/test_torch_breakdown.py@gloo_job",
+    "unit/test_docs.py@gloo_job",
     "unit/test_role_profiler.py::test_exit_inside_a_step_writes_the_trace_and_a_final_manifest_that_says_cut",
     "unit/test_node_reports.py::test_nodes_as_separate_processes_merge_to_the_single_machine_verdict",
     "unit/test_exchange.py@results",

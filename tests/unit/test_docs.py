@@ -167,3 +167,124 @@ def test_the_tests_map_names_every_folder_of_tests_and_nothing_else():
                if os.path.isdir(os.path.join(REPO, "tests", name)) and not name.startswith(
                    ("__", "."))}
     assert listed == folders
+
+
+# Sample outputs: a fenced block of docs/ that starts with `$ mindspeed-prof ...` is that
+# command's output on the 2-rank gloo job of the tests (profile_dir). Its numbers are the run's
+# own (they differ from run to run); its words, columns and lines must be what the command
+# prints today, so a sample cannot drift from the code again (issue 35).
+NUMBER = re.compile(r"[+-]?\d[\d,]*(\.\d+)?%?")
+PARTS = ("Computing", "Comm(NotOvl)", "Overlapped", "Free", "-")
+
+
+def shape(line):
+    """A line with its run-dependent values (numbers, host, operator names, a rank's reason)
+    replaced, whitespace collapsed."""
+    line = re.sub(r"host \S+", "host H", line)
+    line = re.sub(r"^\S+(\s+cpu_op\s)", r"OP\1", line)  # which operators grew: the run's
+    words = NUMBER.sub("#", line).split()
+    if words[:2] == ["#", "#"] and words[-1] in PARTS:  # a rank row's EXPLAINED BY
+        words[-1] = "PART"
+    return " ".join(words)
+
+
+def samples():
+    """(page, command, its lines) of every sample in docs/."""
+    found = []
+    for page in sorted(os.listdir(DOCS)):
+        if page.endswith(".md"):
+            for block in re.findall(r"```\n(\$ mindspeed-prof .+?)\n```", read("docs", page),
+                                    re.S):
+                command, *lines = block.split("\n")
+                found.append((page, command[2:], lines))
+    return found
+
+
+# Sections a run may lack: which operators grew or shrank between two ranks of a real job
+# differs from run to run (some runs have none that shrank).
+OPTIONAL = ("Operators (self time) that grew", "Operators (self time) that shrank")
+
+
+def blocks(lines):
+    """``lines`` in blocks, each ending with the blank line that closes it."""
+    found = [[]]
+    for line in lines:
+        found[-1].append(line)
+        if not line.strip():
+            found.append([])
+    return [block for block in found if block]
+
+
+def is_subsequence(wanted, lines):
+    it = iter(lines)
+    return all(any(w == line for line in it) for w in wanted)
+
+
+@pytest.fixture(scope="module")
+def gloo_job(tmp_path_factory):
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("gloo") / "profile_dir"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO, os.path.join(REPO, "tests")]))
+    done = subprocess.run([sys.executable, "-m", "output_fixtures.gloo_job", str(out)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+def test_the_docs_hold_samples_of_timeline_and_diff():
+    assert [(page, command.split()[1]) for page, command, _ in samples()] == [
+        ("analysis.md", "timeline"), ("analysis.md", "diff")]
+
+
+@pytest.mark.parametrize("index", range(2))
+def test_each_sample_output_in_the_docs_is_what_its_command_prints_today(
+        index, gloo_job, capsys, monkeypatch):
+    import shlex
+
+    from mindspeed_prof.cli import main
+
+    page, command, lines = samples()[index]
+    monkeypatch.chdir(gloo_job.parent)
+    argv = shlex.split(command)[1:]
+    code = main(argv)
+    printed = capsys.readouterr().out.splitlines()
+    assert code in (0, 1), printed
+    got = [shape(line) for line in printed]
+    lines = [line for block in blocks(lines) for line in block
+             if not (block[0].startswith(OPTIONAL) and shape(block[0]) not in got)]
+    lines = [line for line in lines if line.strip() != "..."]  # lines left out of a sample
+    wanted = [shape(line) for line in lines]
+    missing = [line for line, w in zip(lines, wanted) if w not in got]
+    assert missing == [] and is_subsequence(wanted, got), (
+        f"docs/{page}: the sample of `{command}` is not what it prints today; lines not "
+        f"printed: {missing}; today it prints:\n" + "\n".join(printed))
+
+
+def test_the_report_pages_size_line_is_what_report_prints(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("plotly")
+    from mindspeed_prof.cli import main
+    from output_fixtures.simulated_job import simulated_job
+
+    [sample] = [line for line in read("docs", "report.md").splitlines()
+                if line.startswith("report written to ")]
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", simulated_job("prof", ranks=2), "-o", "report.html"]) == 0
+    printed = [line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("report written to ")]
+    assert [shape(line) for line in printed] == [shape(sample)], printed
+
+
+def test_every_page_names_only_profile_flags_that_exist():
+    # docs/report.md once cited --profile-anomaly, a flag that never existed (issue 35)
+    flags = [flag_name(k) for k in KNOBS]
+    pages = ["README.md"] + [os.path.join("docs", p) for p in sorted(os.listdir(DOCS))
+                             if p.endswith(".md")]
+    unknown = {}
+    for page in pages:
+        named = set(re.findall(r"`(--profile[a-z0-9-]*[a-z0-9])", read(page)))
+        bad = [n for n in named if n not in flags and not any(f.startswith(n + "-") for f in flags)]
+        if bad:
+            unknown[page] = sorted(bad)
+    assert unknown == {}

@@ -74,8 +74,8 @@ def _part(body: Sections, part: Dict[str, Any], several: bool,
     else:
         if matrix["banded_rows"]:
             body.note(f"{matrix['ranks']} rank rows gathered into {len(matrix['y'])} bands of "
-                      f"consecutive ranks: each cell is the band's slowest rank (named on "
-                      f"hover, with the band's mean).")
+                      f"consecutive ranks: each cell is the band's maximum of that map's "
+                      f"metric (the rank it came from named on hover, with the band's mean).")
         main, *rest = matrix["parts"]
         body.figure(figures.heatmap(matrix, main, unit, tall=True), "heatmap")
         body.grid([figures.heatmap(matrix, p, unit, tall=False) for p in rest], "heatmap")
