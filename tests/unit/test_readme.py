@@ -27,3 +27,45 @@ def test_readme_has_exactly_two_set_up_commands():
 def test_ci_runs_the_readme_test_command_verbatim():
     assert setup_commands()[1] in read(".ci", "run")
 
+
+
+def test_the_first_screen_reaches_profiling_checking_and_the_report():
+    # issue 37: a newcomer sees the three things a user does before any set-up detail
+    first_screen = "\n".join(read("README.md").splitlines()[:40])
+    for command in ("mindspeed-prof adapt-script", "mindspeed-prof check",
+                    "mindspeed-prof report"):
+        assert command in first_screen, command
+
+
+def test_the_readme_keeps_test_timings_and_tier_status_in_docs_development():
+    readme, development = read("README.md"), read("docs", "development.md")
+    assert "not re-run this round" not in readme and "not re-run this round" in development
+    assert not re.search(r"\d+ s and \d+ s|\d+ to \d+ minutes", readme)
+    assert "857 s" in development and "411 s" in development
+
+
+def test_where_no_gpu_is_present_the_readme_names_pytorchs_cpu_wheels():
+    setup = read("README.md").split("## Set up", 1)[1].split("\n## ", 1)[0]
+    assert "no GPU" in setup and "--index-url https://download.pytorch.org/whl/cpu" in setup
+
+
+def test_the_readmes_adapted_copy_is_what_adapt_script_writes(tmp_path):
+    import subprocess
+    import sys
+
+    section = read("README.md").split("The copy differs from the original", 1)[1]
+    adapted = re.search(r"```bash\n(.+?)\n```", section, re.S)[1]
+    # the original: the adapted lines without what adapt-script adds
+    original = "\n".join(line for line in adapted.splitlines()
+                         if not line.startswith(("# mindspeed-prof adapt-script",
+                                                 "PROFILE_ARGS=")))
+    original = original.replace(" -m mindspeed_prof.launch", "").replace(
+        ' "${PROFILE_ARGS[@]}"', "")
+    script = tmp_path / "pretrain_gpt.sh"
+    script.write_text(original + "\n")
+    flags = re.search(r"PROFILE_ARGS=\(--profile (.+)\)", adapted)[1].split()
+    done = subprocess.run([sys.executable, "-m", "mindspeed_prof.cli", "adapt-script",
+                           str(script), *flags], capture_output=True, text=True, timeout=120,
+                          cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "pretrain_gpt_profile.sh").read_text() == adapted + "\n"
