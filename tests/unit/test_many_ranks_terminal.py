@@ -6,6 +6,7 @@ corrupt ranks at lines 303 and 703, summary 1,040, timeline 1,026, merge 2,071,
 PNG."""
 
 import glob
+import json
 import os
 import struct
 
@@ -15,7 +16,8 @@ from helpers.cli import run_cli
 from mindspeed_prof.output.render import many
 from mindspeed_prof.output.render.plot import DPI, MAX_WIDTH_IN
 from output_fixtures import corrupt
-from output_fixtures.simulated_job import simulated_job
+from mindspeed_prof.layout import TORCH_TRACE_TEMPLATE
+from output_fixtures.simulated_job import rank_trace, simulated_job
 
 RANKS = 1024
 BAD = (300, 700)
@@ -126,3 +128,16 @@ def test_a_small_job_keeps_a_row_per_rank(tmp_path, capsys):
     assert code == 0 and all(len(rank_rows(out, rank)) == 1 for rank in range(4))
     code, out, _ = run_cli(capsys, "summary", directory)
     assert code == 0 and all(len(rank_rows(out, rank)) == 1 for rank in range(4))
+
+
+def test_valid_ranks_whose_rows_all_differ_are_still_one_row_per_backend(tmp_path, capsys):
+    # every rank recorded other steps: no two rows alike, yet the table stays short
+    directory = tmp_path / "prof"
+    directory.mkdir()
+    for rank in range(40):
+        name = TORCH_TRACE_TEMPLATE.format(rank=rank, time_ns=1_700_000_000_000_000_000 + rank)
+        (directory / name).write_text(json.dumps(rank_trace(rank, (rank + 1, rank + 2), {})))
+    code, out, _ = run_cli(capsys, "check", directory)
+    assert code == 0
+    [row] = [line for line in out.splitlines() if line.startswith("0-39")]
+    assert "40 ranks" in row and "details differ (--all: a row per rank)" in row

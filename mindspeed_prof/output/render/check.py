@@ -77,6 +77,11 @@ def _valid_groups(valid):
         key = (" ".join(sorted({run.backend for run in rank.runs})) or "-",
                _detail(rank.runs[0]) if len(rank.runs) == 1 else f"{len(rank.runs)} captures")
         groups.setdefault(key, []).append(rank.rank)
+    if len(groups) > many.ROWS_SHOWN:  # each rank says something else: one row per backend
+        by_backend = {}
+        for (backend, _), found in groups.items():
+            by_backend.setdefault((backend, f"details differ ({many.ALL_HINT})"), []).extend(found)
+        groups = by_backend
     return [(many.rank_ranges(found), label(VALID), backend,
              f"{len(found)} rank{'s' if len(found) != 1 else ''}", detail)
             for (backend, detail), found in sorted(groups.items(), key=lambda kv: kv[1][0])]
