@@ -67,7 +67,10 @@ dead_ranks() {  # the ranks whose process has ended (pids from the server's repo
         [ -e "$report" ] || continue
         rank=${report##*server_rank}
         pid=$("$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["pid"])' "$report")
-        kill -0 "$pid" 2>/dev/null || echo "${rank%.json}"
+        # gone, or a zombie torchrun has not reaped yet
+        case "$(ps -o stat= -p "$pid" 2>/dev/null || true)" in
+            "" | Z*) echo "${rank%.json}" ;;
+        esac
     done | sort -n | tr '\n' ' ' | sed 's/ $//'
 }
 fail() {  # $1: what went wrong, $2: the ranks found dead. Show the log's end, then one line
@@ -81,9 +84,11 @@ fail() {  # $1: what went wrong, $2: the ranks found dead. Show the log's end, t
     echo "-- the end of $OUT/server.log:"
     tail -n 25 "$OUT/server.log"
     # torchrun's summary names the rank that failed first; a rank's traceback, its error
-    root=$(grep -A 6 "^Root Cause" "$OUT/server.log" | grep -oE "rank *: *[0-9]+" | grep -oE "[0-9]+$" || true)
+    root=$(grep -A 6 "^Root Cause" "$OUT/server.log" | grep -m 1 -oE "^ *rank *: *[0-9]+" \
+        | grep -oE "[0-9]+$" || true)
     first=$(grep -v ChildFailedError "$OUT/server.log" \
         | grep -m 1 -E "^(\[rank[0-9]+\]: ?)?[A-Za-z_.]*(Error|Exception|Interrupt)(:|$)" || true)
+    [ "${#first}" -le 240 ] || first="${first:0:240}..."
     echo "the inference demo failed: $1${dead:+; rank(s) $dead died}${root:+ (torchrun: rank $root failed first)}${first:+; first error: $first}; full log: $OUT/server.log"
     exit 1
 }
