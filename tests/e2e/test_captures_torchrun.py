@@ -9,13 +9,15 @@ anomalies far above them.
 
 import json
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
 from harness.launch import default_args
-from helpers.e2e import check, env_for, train
+from helpers.doc_samples import unprinted
+from helpers.e2e import REPO, check, env_for, train
 from helpers.traces import manifest, step_ids, torch_traces
 
 pytestmark = pytest.mark.e2e
@@ -86,6 +88,37 @@ def test_a_straggler_is_captured_with_a_median_reference_and_summary_names_the_s
     text = subprocess.run([sys.executable, "-m", "mindspeed_prof.cli", "summary", str(save)],
                           capture_output=True, text=True).stdout
     assert "grew most per step, rank 1 against rank 0:" in text
+    # docs/captures.md shows this run: its lines are what the log and the commands print today
+    assert_the_docs_sample_is_what_this_run_printed(run.stdout, save)
+
+
+def docs_sample():
+    """docs/captures.md's example: rank 0's log line(s), then each ``$ mindspeed-prof CMD prof``
+    and its output, as [(None, log lines), (CMD, output lines), ...]."""
+    text = open(os.path.join(REPO, "docs", "captures.md"), encoding="utf-8").read()
+    [block] = re.findall(r"```\n(\[mindspeed_prof\] capture .+?)\n```", text, re.S)
+    parts = [(None, [])]
+    for line in block.split("\n"):
+        if line.startswith("$ mindspeed-prof "):
+            parts.append((line[2:].split("#")[0].split()[1], []))
+        else:
+            parts[-1][1].append(line)
+    return parts
+
+
+def assert_the_docs_sample_is_what_this_run_printed(log, save):
+    parts = docs_sample()
+    assert [command for command, _ in parts] == [None, "check", "summary"]
+    for command, lines in parts:
+        if command is None:
+            printed = log.splitlines()
+        else:
+            printed = subprocess.run(
+                [sys.executable, "-m", "mindspeed_prof.cli", command, str(save)],
+                capture_output=True, text=True).stdout.replace(str(save), "prof").splitlines()
+        missing = unprinted(lines, printed)
+        assert missing == [], (f"docs/captures.md: lines {command or 'the log'} no longer "
+                               f"prints: {missing}; it prints:\n" + "\n".join(printed))
 
 
 def test_a_long_run_with_only_ordinary_jitter_captures_nothing_and_check_says_why(tmp_path):

@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from helpers.doc_samples import unprinted
 from mindspeed_prof.cli import build_parser
 from mindspeed_prof.config.profiler_config import KNOBS, flag_name
 
@@ -173,19 +174,7 @@ def test_the_tests_map_names_every_folder_of_tests_and_nothing_else():
 # command's output on the 2-rank gloo job of the tests (profile_dir). Its numbers are the run's
 # own (they differ from run to run); its words, columns and lines must be what the command
 # prints today, so a sample cannot drift from the code again (issue 35).
-NUMBER = re.compile(r"[+-]?\d[\d,]*(\.\d+)?%?")
-PARTS = ("Computing", "Comm(NotOvl)", "Overlapped", "Free", "-")
-
-
-def shape(line):
-    """A line with its run-dependent values (numbers, host, operator names, a rank's reason)
-    replaced, whitespace collapsed."""
-    line = re.sub(r"host \S+", "host H", line)
-    line = re.sub(r"^\S+(\s+cpu_op\s)", r"OP\1", line)  # which operators grew: the run's
-    words = NUMBER.sub("#", line).split()
-    if words[:2] == ["#", "#"] and words[-1] in PARTS:  # a rank row's EXPLAINED BY
-        words[-1] = "PART"
-    return " ".join(words)
+OPTIONAL = ("Operators (self time) that grew", "Operators (self time) that shrank")
 
 
 def samples():
@@ -198,26 +187,6 @@ def samples():
                 command, *lines = block.split("\n")
                 found.append((page, command[2:], lines))
     return found
-
-
-# Sections a run may lack: which operators grew or shrank between two ranks of a real job
-# differs from run to run (some runs have none that shrank).
-OPTIONAL = ("Operators (self time) that grew", "Operators (self time) that shrank")
-
-
-def blocks(lines):
-    """``lines`` in blocks, each ending with the blank line that closes it."""
-    found = [[]]
-    for line in lines:
-        found[-1].append(line)
-        if not line.strip():
-            found.append([])
-    return [block for block in found if block]
-
-
-def is_subsequence(wanted, lines):
-    it = iter(lines)
-    return all(any(w == line for line in it) for w in wanted)
 
 
 @pytest.fixture(scope="module")
@@ -251,13 +220,8 @@ def test_each_sample_output_in_the_docs_is_what_its_command_prints_today(
     code = main(argv)
     printed = capsys.readouterr().out.splitlines()
     assert code in (0, 1), printed
-    got = [shape(line) for line in printed]
-    lines = [line for block in blocks(lines) for line in block
-             if not (block[0].startswith(OPTIONAL) and shape(block[0]) not in got)]
-    lines = [line for line in lines if line.strip() != "..."]  # lines left out of a sample
-    wanted = [shape(line) for line in lines]
-    missing = [line for line, w in zip(lines, wanted) if w not in got]
-    assert missing == [] and is_subsequence(wanted, got), (
+    missing = unprinted(lines, printed, OPTIONAL)
+    assert missing == [], (
         f"docs/{page}: the sample of `{command}` is not what it prints today; lines not "
         f"printed: {missing}; today it prints:\n" + "\n".join(printed))
 
@@ -273,7 +237,7 @@ def test_the_report_pages_size_line_is_what_report_prints(tmp_path, capsys, monk
     assert main(["report", simulated_job("prof", ranks=2), "-o", "report.html"]) == 0
     printed = [line for line in capsys.readouterr().out.splitlines()
                if line.startswith("report written to ")]
-    assert [shape(line) for line in printed] == [shape(sample)], printed
+    assert unprinted([sample], printed) == [], printed
 
 
 def test_every_page_names_only_profile_flags_that_exist():
