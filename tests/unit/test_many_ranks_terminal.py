@@ -141,3 +141,12 @@ def test_valid_ranks_whose_rows_all_differ_are_still_one_row_per_backend(tmp_pat
     assert code == 0
     [row] = [line for line in out.splitlines() if line.startswith("0-39")]
     assert "40 ranks" in row and "details differ (--all: a row per rank)" in row
+
+
+def test_merge_names_the_ranks_of_a_run_it_left_out_as_ranges():
+    from mindspeed_prof.output.job.merge import _describe
+
+    group = [("node0.json", {"covered_ranks": list(range(512))}),
+             ("node1.json", {"covered_ranks": list(range(512, 1024))})]
+    assert _describe("job-a", group) == \
+        "run job-a (report(s) node0.json, node1.json: rank(s) 0-1023)"

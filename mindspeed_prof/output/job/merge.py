@@ -166,9 +166,12 @@ def _started(group):
 
 
 def _describe(label, group):
+    from ..render import many
+
     ranks = sorted({r for _, data in group for r in _covered(data)})
+    told = many.rank_ranges(ranks) if len(ranks) > many.ROWS_SHOWN else ", ".join(map(str, ranks))
     return (f"run {label} (report(s) {', '.join(path for path, _ in group)}: rank(s) "
-            f"{', '.join(map(str, ranks)) or 'none'})")
+            f"{told or 'none'})")
 
 
 def _covered(data):
