@@ -161,6 +161,8 @@ def _cause(slow):
 
 
 def _ranks(numbers):
+    if len(numbers) > many.ROWS_SHOWN:
+        return many.rank_ranges(numbers)
     return ",".join(str(n) for n in numbers)
 
 
