@@ -12,7 +12,11 @@ from typing import Dict, Optional
 
 from mindspeed_prof.errors import ConfigError
 
-# flag -> (the coordinate it sizes, what it is called in messages)
+# Every rank's coordinates are built (a dict each): beyond this many ranks that would take
+# gigabytes for a job no one runs.
+MAX_LAID_OUT = 131_072
+
+# flag -> the coordinate it sizes
 SIZE_FLAGS = {
     "--tensor-model-parallel-size": "tp",
     "--pipeline-model-parallel-size": "pp",
@@ -56,6 +60,10 @@ def layout_of(args, world_size: int) -> Optional[Dict[int, Dict[str, int]]]:
     per_node = args.nproc_per_node
     if per_node is not None and per_node < 1:
         raise ConfigError(f"--nproc-per-node {per_node} must be >= 1.")
+    if world_size > MAX_LAID_OUT:
+        raise ConfigError(f"--world-size {world_size}: the parallel-size flags lay out at most "
+                          f"{MAX_LAID_OUT:,} ranks here; give a smaller --world-size, or global "
+                          f"rank numbers instead of selectors.")
     tp, pp, cp, ep = sizes["tp"], sizes["pp"], sizes["cp"], sizes["ep"]
     if world_size % (tp * pp * cp):
         raise ConfigError(f"--world-size {world_size} is not a multiple of tensor x pipeline x "

@@ -182,7 +182,7 @@ def _ranks_text(selected):
     from mindspeed_prof.output.render import many
 
     if len(selected) > many.ROWS_SHOWN:
-        return many.rank_ranges(selected)
+        return many.few_ranges(selected)
     return ", ".join(map(str, selected))
 
 

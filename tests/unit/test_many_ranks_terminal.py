@@ -150,3 +150,9 @@ def test_merge_names_the_ranks_of_a_run_it_left_out_as_ranges():
              ("node1.json", {"covered_ranks": list(range(512, 1024))})]
     assert _describe("job-a", group) == \
         "run job-a (report(s) node0.json, node1.json: rank(s) 0-1023)"
+
+
+def test_a_strided_selection_of_many_ranks_is_cut_with_its_count():
+    assert many.few_ranges(range(0, 131072, 8)) == \
+        "0,8,16,24,32,40,48,56,64,72,80,88,96,104,112,...,131064 (16384 ranks)"
+    assert many.few_ranges([*range(300), *range(301, 1024)]) == "0-299,301-1023"

@@ -224,3 +224,6 @@ def test_parallel_sizes_that_do_not_fit_the_world_size_are_refused_in_one_line(c
     code, _, err = run(capsys, "--world-size", "8", "--tensor-model-parallel-size", "4",
                        "--profile-ranks", "tp=5")
     assert code == 2 and "matches no rank of this job" in err
+    code, _, err = run(capsys, "--world-size", "400000000", "--tensor-model-parallel-size", "8",
+                       "--profile-ranks", "tp=0")  # refused at once, no 400-million-rank table
+    assert code == 2 and "lay out at most 131,072 ranks here" in err

@@ -28,6 +28,16 @@ def rank_ranges(numbers: Iterable[int]) -> str:
     return ",".join(parts)
 
 
+def few_ranges(numbers: Iterable[int], most: int = 16) -> str:
+    """``rank_ranges``, cut after ``most`` runs when a selection has no long run of
+    consecutive ranks (every 8th of 131,072): ``0,8,16,...,131064 (16384 ranks)``."""
+    ordered = sorted(set(numbers))
+    parts = rank_ranges(ordered).split(",")
+    if len(parts) <= most:
+        return ",".join(parts)
+    return ",".join(parts[:most - 1]) + f",...,{parts[-1]} ({len(ordered)} ranks)"
+
+
 def condensed(rows: int, every: bool) -> bool:
     """Whether a table of ``rows`` per-rank rows is shown grouped (not asked for ``--all``)."""
     return not every and rows > ROWS_SHOWN
