@@ -10,7 +10,6 @@ that names anything else is reported corrupt and nothing in it runs. Exit 0 when
 was read, 1 when one could not be (or none was found), 2 on a usage error.
 """
 
-import json
 import os
 import sys
 
@@ -88,8 +87,10 @@ def _run(args):
         raise ConfigError(f"--top {args.top} must be >= 1.")
     entries = _entries(args.directory, args.top)
     if args.json:
-        print(json.dumps({"directory": os.path.abspath(args.directory),
-                          "snapshots": render.memory_dicts(entries)}, indent=2))
+        from mindspeed_prof.output.render import jsontext
+
+        print(jsontext.dumps({"directory": os.path.abspath(args.directory),
+                              "snapshots": render.memory_dicts(entries)}))
     elif args.csv:
         print(render.memory_csv(entries, header=True), end="")
     elif entries:

@@ -6,7 +6,6 @@ profiled rank will make, without training. ``--profile`` is implied.
 """
 
 import dataclasses
-import json
 import os
 import re
 
@@ -320,7 +319,9 @@ def _check_save_path_leaving_no_trace(path, rank, backend):
 def run(args):
     report = resolve(args)
     if args.json:
-        print(json.dumps(report, indent=2))
+        from mindspeed_prof.output.render import jsontext
+
+        print(jsontext.dumps(report))  # strict JSON, as every --json
         return 0
     width = max(len(k) for k in report["config"])
     print("ProfilerConfig:")

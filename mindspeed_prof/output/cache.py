@@ -26,7 +26,7 @@ import time
 CACHE_ENV = "MINDSPEED_PROF_CACHE"
 OFF = ("off", "0", "no", "false", "none")
 # Bump when a reader's result for the same bytes changes: older entries are then misses.
-VERSION = 1
+VERSION = 2  # 2: a trace scan says the steps whose time is unreadable (read/numbers.py)
 MIN_BYTES = 1 << 20
 RACY_SECONDS = 5.0
 _disabled = False

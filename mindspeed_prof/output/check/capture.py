@@ -106,6 +106,8 @@ def _torch(run, report, read, kept):
     if checked.status != filecheck.OK:
         report.fail(CORRUPT, f"{os.path.basename(run.path)}: {checked.detail}")
         return
+    if checked.detail:  # steps whose time is unreadable (read/numbers.py)
+        report.warnings.append(f"{os.path.basename(run.path)}: {checked.detail}")
     report.steps = checked.facts.get("steps", [])
     if not report.steps:
         report.fail(INCOMPLETE, "no ProfilerStep#N events: the profiler was never stepped "

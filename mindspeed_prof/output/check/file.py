@@ -158,6 +158,9 @@ def _trace(path, result):
     result.facts["events"] = scan.events
     result.facts["steps"] = sorted(scan.steps)
     result.facts["scan"] = scan
+    if scan.unreadable:  # recorded steps whose time is no finite number: said and counted
+        result.facts["unreadable_step_times"] = len(scan.unreadable)
+        result.detail = scan.unreadable_note()
 
 
 def _json(path, size, result):

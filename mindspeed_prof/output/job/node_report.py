@@ -7,11 +7,11 @@ the job's numbers, slow ranks included, from the same values one machine would; 
 the node judged (``job_run``), so that ``merge`` never takes two jobs' nodes for one.
 """
 
-import json
 import os
 
 from ..check.directory import check_directory
 from ..read import discover, jobruns
+from ..render import jsontext
 from ..summary.aggregate import Item
 from ..summary.directory import RankSummary, summarize_directory
 from .share import Local
@@ -58,7 +58,7 @@ def write_report(data, target):
     os.makedirs(folder, exist_ok=True)
     tmp = f"{target}.{os.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, separators=(",", ":"))
+        handle.write(jsontext.compact(data, separators=(",", ":")))  # strict JSON
     os.replace(tmp, target)
     return target
 

@@ -18,6 +18,7 @@ from .. import cache
 from ..deps import need
 from . import jsonstream
 from .errors import CorruptFile
+from .numbers import shown, time_us
 from .scratch import BoolScratch
 
 STEP_PREFIX = "ProfilerStep#"
@@ -34,17 +35,33 @@ class TraceScan:
     steps: dict = field(default_factory=dict)  # N -> (ts_us, dur_us)
     processes: dict = field(default_factory=dict)  # pid -> name
     labels: dict = field(default_factory=dict)  # pid -> process_labels
+    # N -> "ts 'inf'": a step whose time is unreadable (read/numbers.py): kept as recorded,
+    # its time None, and said
+    unreadable: dict = field(default_factory=dict)
 
     def as_cached(self):
         return {"events": self.events, "steps": [[n, *v] for n, v in self.steps.items()],
-                "processes": list(self.processes.items()), "labels": list(self.labels.items())}
+                "processes": list(self.processes.items()), "labels": list(self.labels.items()),
+                "unreadable": list(self.unreadable.items())}
 
     @classmethod
     def from_cached(cls, data):
         return cls(events=int(data["events"]),
-                   steps={int(n): (ts, dur) for n, ts, dur in data["steps"]},
+                   steps={int(n): (time_us(ts), time_us(dur)) for n, ts, dur in data["steps"]},
                    processes={_key(p): name for p, name in data["processes"]},
-                   labels={_key(p): labels for p, labels in data["labels"]})
+                   labels={_key(p): labels for p, labels in data["labels"]},
+                   unreadable={int(n): str(why) for n, why in data.get("unreadable", [])})
+
+    def unreadable_note(self):
+        """What a reader says of the steps whose time it could not read; None: none."""
+        if not self.unreadable:
+            return None
+        listed = "; ".join(f"ProfilerStep#{n} {why}" for n, why in
+                           sorted(self.unreadable.items())[:3])
+        more = len(self.unreadable) - 3
+        return (f"{len(self.unreadable)} step(s) with a time that is not a finite number "
+                f"({listed}{f'; {more} more' if more > 0 else ''}): their time is unreadable "
+                f"and left out")
 
     def npu_processes(self):
         return sorted({name for pid, name in self.processes.items()
@@ -66,9 +83,16 @@ class TraceScan:
         elif name.startswith(STEP_PREFIX) and event.get("ph") == "X":
             number = step_number(name)
             # torch on CUDA repeats each step as a gpu_user_annotation; the host one is the step
-            if number is not None and not str(event.get("cat", "")).startswith("gpu"):
-                self.steps.setdefault(number, (to_float(event.get("ts")),
-                                               to_float(event.get("dur"))))
+            if number is not None and not str(event.get("cat", "")).startswith("gpu") \
+                    and number not in self.steps:
+                raw = (event.get("ts"), event.get("dur"))
+                ts, dur = time_us(raw[0]), time_us(raw[1])
+                self.steps[number] = (ts, dur)
+                bad = [f"{name} {shown(value)}" for name, value, read in
+                       (("ts", raw[0], ts), ("dur", raw[1], dur))
+                       if read is None and value is not None]
+                if bad:
+                    self.unreadable[number] = ", ".join(bad)
 
 
 def step_number(name):
@@ -77,10 +101,8 @@ def step_number(name):
 
 
 def to_float(value):
-    try:
-        return float(str(value).strip())
-    except (TypeError, ValueError):
-        return None
+    """A trace's ts or dur as a float; None when unreadable (read/numbers.py decides)."""
+    return time_us(value)
 
 
 class _Validator:

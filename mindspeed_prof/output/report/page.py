@@ -11,6 +11,7 @@ import json
 from typing import Any, Dict, Optional
 
 from ...version import __version__
+from ..render import jsontext
 from . import figures, whatif
 from .sections import Sections
 
@@ -119,6 +120,11 @@ def _e(text: Any) -> str:
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), allow_nan=False,
-                      default=str).replace("</", "<\\/")
+    # strict, as every JSON the readers write: a non-finite number is null (a gap in a figure)
+    try:
+        text = json.dumps(value, separators=(",", ":"), allow_nan=False, default=str)
+    except ValueError:
+        text = json.dumps(jsontext.strict(value)[0], separators=(",", ":"), allow_nan=False,
+                          default=str)
+    return text.replace("</", "<\\/")
 

@@ -160,6 +160,9 @@ def _torch(run, rank_summary):
         rank_summary.steps.append({"step": step, "device": None, **parts, "step_time": time})
     if not trace.steps:
         rank_summary.notes.append(f"{run.rel}: no ProfilerStep#N events, no step times")
+    if trace.unreadable:
+        rank_summary.notes.append(f"{run.rel}: {trace.unreadable:,} event(s) whose ts or dur is "
+                                  f"not a finite number, left out of the times")
     for name, (self_us, count, category) in trace.ops.items():
         item = rank_summary.ops.get(name)
         if item is None:

@@ -30,18 +30,19 @@ class TraceSummary:
     ops: dict = field(default_factory=dict)  # name -> [self_us, count, category]
     breakdown: dict = field(default_factory=dict)  # N -> {component: us} (torchsteps.py)
     basis: str = ""  # which events the breakdown counts
+    unreadable: int = 0  # complete events whose ts or dur is no finite number: left out
 
     def as_cached(self):
         return {"events": self.events, "steps": list(self.steps.items()),
                 "ops": list(self.ops.items()), "breakdown": list(self.breakdown.items()),
-                "basis": self.basis}
+                "basis": self.basis, "unreadable": self.unreadable}
 
     @classmethod
     def from_cached(cls, hit):
         return cls(events=int(hit["events"]), steps={int(n): dur for n, dur in hit["steps"]},
                    ops={name: list(v) for name, v in hit["ops"]},
                    breakdown={int(n): dict(v) for n, v in hit["breakdown"]},
-                   basis=str(hit["basis"]))
+                   basis=str(hit["basis"]), unreadable=int(hit.get("unreadable", 0)))
 
 
 class _Thread:
@@ -74,6 +75,9 @@ def summarize_trace(path):
             name = event.get("name")
             ts, dur = to_float(event.get("ts")), to_float(event.get("dur"))
             if not isinstance(name, str) or ts is None or dur is None or dur < 0:
+                if (ts is None and event.get("ts") is not None) \
+                        or (dur is None and event.get("dur") is not None):
+                    summary.unreadable += 1  # not a finite number (read/numbers.py)
                 continue
             if name.startswith(STEP_PREFIX):
                 number = step_number(name)

@@ -260,20 +260,25 @@ def _read_steps(captures, notes):
              for c in captures]
     results = parallel.run(_steps_or_error, [(c.path,) for c in captures],
                            parallel.workers_for(sum(sizes), len(captures)))
-    for capture, (found, error) in zip(captures, results):
+    for capture, (found, error, unreadable) in zip(captures, results):
         if error is not None:
             notes.append(f"{capture.rel}: unreadable ({error}), left out; run "
                          f"`mindspeed-prof check`")
             capture.steps = None
         else:
             capture.steps, capture.base_ns, capture.host = found
+            if unreadable:  # steps whose ts/dur is no finite number: not aligned on
+                notes.append(f"{capture.rel}: {unreadable}")
 
 
 def _steps_or_error(path):
+    """(steps, base, host), the error that made the file unreadable, and what its scan
+    says of the steps whose time it could not read."""
     try:
-        return clock.recorded_steps(path), None
+        scan = tracescan.remembered_scan(path)
+        return clock.recorded_steps(path, scan), None, scan.unreadable_note()
     except (CorruptFile, OSError, ValueError, RecursionError, EOFError) as exc:
-        return None, str(exc)
+        return None, str(exc), None
 
 
 def _size(path):

@@ -11,8 +11,10 @@ aligned boundary and the reference's) is stated beside them: it is the tolerance
 alignment. With no step every rank recorded there is nothing to align on: raw clocks.
 """
 
+import gzip
 import math
 import os
+import zlib
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -21,16 +23,19 @@ from typing import Dict, List, Optional, Tuple
 from ..read import tracescan
 
 # torch (kineto) writes its events' ts relative to this (after traceEvents, at the file's end)
-_BASE_RE = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
+# (at most 20 digits: a longer number is no clock, and past a float's range)
+_BASE_RE = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d{1,20})(?![\d.eE])')
 _HOST_RE = re.compile(rb'"host_name"\s*:\s*"([A-Za-z0-9._-]{1,253})"')
 _EDGE_BYTES = 1 << 16
 
 
-def recorded_steps(path: str) -> Tuple[Dict[int, Tuple[float, float]], int, Optional[str]]:
+def recorded_steps(path: str, scan: Optional[tracescan.TraceScan] = None
+                   ) -> Tuple[Dict[int, Tuple[float, float]], int, Optional[str]]:
     """({N: (start, end)} in the file's ts, the file's base in ns, the host torch names),
     from ``check``'s scan (``read/tracescan.py``, remembered in the cache: after a check this
-    reads no event) and the file's first and last 64 KiB."""
-    scan = tracescan.remembered_scan(path)
+    reads no event; ``scan``: the caller's) and the file's first and last 64 KiB. A step whose
+    ts or dur is unreadable (read/numbers.py: None) is none to align on."""
+    scan = scan if scan is not None else tracescan.remembered_scan(path)
     steps = {n: (ts, ts + dur) for n, (ts, dur) in scan.steps.items()
              if ts is not None and dur is not None}
     base, host = _edges(path)
@@ -38,20 +43,34 @@ def recorded_steps(path: str) -> Tuple[Dict[int, Tuple[float, float]], int, Opti
 
 
 def _edges(path):
-    """torch's ``baseTimeNanoseconds`` and ``host_name``, written beside traceEvents."""
-    if path.endswith(".gz"):
-        return 0, None
+    """torch's ``baseTimeNanoseconds`` and ``host_name``, written beside traceEvents (in a
+    ``.gz`` trace as in a plain one: without its base a rank lands decades from the others)."""
     try:
-        with open(path, "rb") as handle:
-            head = handle.read(_EDGE_BYTES)
-            size = os.fstat(handle.fileno()).st_size
-            handle.seek(max(0, size - _EDGE_BYTES))
-            tail = handle.read()
-    except OSError:
+        if path.endswith(".gz"):
+            head, tail = _gzip_edges(path)
+        else:
+            with open(path, "rb") as handle:
+                head = handle.read(_EDGE_BYTES)
+                size = os.fstat(handle.fileno()).st_size
+                handle.seek(max(0, size - _EDGE_BYTES))
+                tail = handle.read()
+    except (OSError, EOFError, zlib.error):
         return 0, None
     base = _BASE_RE.search(tail) or _BASE_RE.search(head)
     host = _HOST_RE.search(tail) or _HOST_RE.search(head)
     return int(base.group(1)) if base else 0, host.group(1).decode() if host else None
+
+
+def _gzip_edges(path):
+    """The first and last 64 KiB of a gzip file's text (a gzip stream has no index: the
+    tail is reached by decompressing through, in constant memory)."""
+    with gzip.open(path, "rb") as handle:
+        head = tail = handle.read(_EDGE_BYTES)
+        while True:
+            block = handle.read(1 << 20)
+            if not block:
+                return head, tail
+            tail = (tail + block)[-_EDGE_BYTES:]
 
 
 @dataclass

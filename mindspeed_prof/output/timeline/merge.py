@@ -5,6 +5,7 @@ Two passes over nothing twice: the steps every capture recorded come from ``chec
 from them (``clock.py``); then each rank's files are streamed into the output (``write.py``).
 """
 
+import math
 import os
 from dataclasses import dataclass
 from typing import List, Optional
@@ -58,8 +59,9 @@ def merge_timeline(directory: str, output: str, ranks: Optional[List[str]] = Non
                    min_us: float = 0.0) -> Merged:
     """Write the merged timeline of ``directory`` to ``output``; ``ConfigError`` for bad input."""
     check_output(output)
-    if min_us < 0:
-        raise ConfigError(f"--min-us {min_us:g} must be >= 0 (0 keeps every event).")
+    if not math.isfinite(min_us) or min_us < 0:
+        raise ConfigError(f"--min-us {min_us:g} must be a finite number >= 0 (µs; 0 keeps "
+                          f"every event).")
     selection = choose.select(directory, ranks=ranks, steps=steps, role=role)
     alignment = clock.align({t.rank: t.steps() for t in selection.tracks},
                             {t.rank: t.host for t in selection.tracks}, selection.steps)

@@ -22,6 +22,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from ..deps import need
 from ..read import jsonstream
+from ..read.numbers import TIME_BOUND_US
 from ..read.tracescan import STEP_PREFIX, step_number, to_float
 
 # displayTimeUnit first: Perfetto counts one read after the events as "too late"; our own key
@@ -253,11 +254,17 @@ class _RankWriter:
                     head = None
                     counts.unreadable += 1
                     continue
+                if not -TIME_BOUND_US <= ts <= TIME_BOUND_US:  # "nan", "inf", "1e400"
+                    counts.unreadable += 1
+                    continue
                 if lo is not None and not lo_text <= ts < hi_text:
                     counts.dropped_outside += 1
                     continue
                 out_ts = ts + exact_shift
             elif type(ts) is float or type(ts) is int:
+                if not -TIME_BOUND_US <= ts <= TIME_BOUND_US:  # read/numbers.py: unreadable
+                    counts.unreadable += 1
+                    continue
                 if lo is not None and not lo <= ts < hi:
                     counts.dropped_outside += 1
                     continue
@@ -273,6 +280,9 @@ class _RankWriter:
                         counts.unreadable += 1
                         continue
                     event.dur = dur
+                elif not -TIME_BOUND_US <= dur <= TIME_BOUND_US:
+                    counts.unreadable += 1
+                    continue
                 name = event.name
                 if type(name) is str and name.startswith(STEP_PREFIX):
                     number = step_number(name)
