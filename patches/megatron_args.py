@@ -23,7 +23,7 @@ from mindspeed_prof.patches import megatron_host_profiling as host_profiling
 from mindspeed_prof.patches import hooks, sigterm
 from mindspeed_prof.patches.megatron_memory import take_over_memory_history
 from mindspeed_prof.patches.state import state, usage_exit
-from mindspeed_prof.config.ranks import parse_rank_tokens
+from mindspeed_prof.config.ranks import expand, global_ranks, parse_rank_tokens
 
 PARSE_ARGS = "megatron.training.arguments.parse_args"
 VALIDATE_ARGS = "megatron.training.arguments.validate_args"
@@ -43,7 +43,7 @@ def _argv_for_int_ranks(argv):
         selection = parse_rank_tokens(tokens)
     except ConfigError as exc:
         usage_exit(str(exc))
-    return ints_only_ranks_argv(argv, [item for item in selection if isinstance(item, int)])
+    return ints_only_ranks_argv(argv, list(expand(global_ranks(selection))))
 
 
 def mindspeed_prof_parse_args_wrapper(parse_args):

@@ -100,7 +100,7 @@ def _check_against_the_script(text, launches, config, source, chosen_by_line):
         if lacking:
             raise ConfigError(
                 f"{where}: --profile-ranks {ranks.format_selection(config.profile_ranks)} names "
-                f"rank(s) {', '.join(map(str, lacking))}, but the job starts {found.world_size} "
+                f"rank(s) {ranks.spans_text(lacking)}, but the job starts {found.world_size} "
                 f"ranks ({found.world_words}), numbered 0-{found.world_size - 1}: choose ranks "
                 f"among them (-1 for every rank)")
         if launch.verdict == TRAINING and found.train_iters is not None:

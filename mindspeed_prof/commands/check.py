@@ -45,11 +45,11 @@ def expected_ranks(tokens):
         selected = ranks.parse_rank_tokens(tokens)
     except ConfigError as exc:  # the grammar's message names training's flag; this one is --ranks
         raise ConfigError(str(exc).replace(ranks.FLAG, "--ranks", 1)) from None
-    if not selected or not all(isinstance(r, int) for r in selected):
+    if not selected or len(ranks.global_ranks(selected)) != len(selected):
         raise ConfigError(f"--ranks {' '.join(tokens)}: give global ranks (0 2 5) or ranges "
                           f"(0-7); 'all' and selectors need the job's layout, which check "
                           f"does not know.")
-    return list(selected)
+    return list(ranks.expand(selected))  # bounded: no rank past ranks.MAX_WORLD_SIZE
 
 
 def run(args):
@@ -88,7 +88,11 @@ def _run(args):
 
 def _node(args, share):
     from mindspeed_prof.output.job.node_report import node_report, write_report
+    from mindspeed_prof.output.outfile import refuse_input
     from mindspeed_prof.output.render.check import check_json, check_table
+
+    if args.report:  # never over a file the readers read (refused before any reading)
+        refuse_input("--report", args.report.replace("{node}", "0"), [args.directory])
 
     report, _, data = node_report(args.directory, share, expected_ranks(args.ranks),
                                   run=args.run)

@@ -31,7 +31,7 @@ def run(args):
 
 def _run(args):
     from mindspeed_prof.output.compare import diff_paths
-    from mindspeed_prof.output.render import jsontext
+    from mindspeed_prof.output.render import jsontext, safe
     from mindspeed_prof.output.render.diff import diff_table
 
     data = diff_paths(args.a, args.b, top=args.top)
@@ -40,6 +40,7 @@ def _run(args):
     else:
         print(diff_table(data))
     if not data["comparable"]:
-        print(f"mindspeed-prof diff: not compared: {data['unlike'][0]}", file=sys.stderr)
+        print(safe.cell(f"mindspeed-prof diff: not compared: {data['unlike'][0]}"),
+              file=sys.stderr)
         return 1
     return 0

@@ -57,9 +57,12 @@ def _entries(path, top):
 
 
 def _html(entries, out):
+    from mindspeed_prof.output import outfile
     from mindspeed_prof.output.memory.render import write_timeline
 
     readable = [e for e in entries if e.error is None]
+    outfile.refuse_input("--html", out, {e.file.path for e in entries}
+                         | {os.path.dirname(e.file.path) for e in entries})
     if len(readable) == 1 and not os.path.isdir(out):
         return [write_timeline(readable[0].file.path, out)]
     if os.path.isfile(out):

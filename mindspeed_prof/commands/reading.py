@@ -19,12 +19,16 @@ def add_no_cache(parser) -> None:
 
 def run_reader(args, body) -> int:
     """``body(args)``, with a reader's missing parser an exit-2 usage error naming it (no
-    verdict) and the cache off under ``--no-cache``."""
+    verdict), every usage error's text escaped (render/safe.py) and the cache off under
+    ``--no-cache``."""
     from mindspeed_prof.output.allocator import keep_freed_blocks
     from mindspeed_prof.output.deps import as_usage_error
+    from mindspeed_prof.output.render.safe import usage_errors
 
     keep_freed_blocks()
-    with as_usage_error():
+    # a usage error quotes what the user typed (--role, --run) and what the folder holds (its
+    # roles, units, run ids): its control characters are escaped, as every other line
+    with usage_errors(), as_usage_error():
         if args.no_cache:
             from mindspeed_prof.output import cache
             cache.disable()

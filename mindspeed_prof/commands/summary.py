@@ -54,6 +54,9 @@ def _run(args):
     from mindspeed_prof.output.read.roles import role_roots
     from mindspeed_prof.output.summary.directory import summarize_directory
 
+    if args.plot:  # never over a file the readers read (refused before any reading)
+        from mindspeed_prof.output.outfile import refuse_input
+        refuse_input("--plot", args.plot, [args.directory])
     roots = role_roots(args.directory)
     # RL output: one cross-role table per profiled RL step; one role's (or stage's) own folder
     # gets the per-rank breakdown and top operators below, as a training save path does.

@@ -33,7 +33,7 @@ def _is_number(value: Any) -> bool:
 def _items_fit(value: Any) -> bool:
     """A list knob's value: one token or a list/tuple of tokens (names, numbers, ranges)."""
     items = value if isinstance(value, (list, tuple)) else [value]
-    return all(isinstance(item, (str, int)) and not isinstance(item, bool) for item in items)
+    return all(isinstance(item, (str, int, range)) and not isinstance(item, bool) for item in items)
 
 
 def _ranges_fit(value: Any) -> bool:

@@ -299,7 +299,7 @@ class ProfilerConfig:
 
     def as_dict(self) -> Dict[str, Any]:
         data = dataclasses.asdict(self)
-        data["profile_ranks"] = list(self.profile_ranks)
+        data["profile_ranks"] = [ranks.item_json(item) for item in self.profile_ranks]
         data["profile_host_sys"] = list(self.profile_host_sys)
         data["profile_steps"] = [list(r) for r in self.profile_steps]
         data["profile_forwards"] = [list(r) for r in self.profile_forwards]

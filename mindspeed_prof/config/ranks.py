@@ -4,7 +4,8 @@ A selection is a tuple of items; the empty tuple means every rank. Items are glo
 or topology selectors (str) that need the parallel layout to resolve:
 
     -1 | all                  every rank (only these: an empty list is a mistake, not "all")
-    0 2 5 | 0,2,5 | 0-7       global ranks, lists and inclusive ranges
+    0 2 5 | 0,2,5 | 0-7       global ranks, lists and inclusive ranges (a range is kept
+                              as a ``range``, never built into a list)
     pp-stage-leaders          one rank per pipeline stage (tp=0, dp=0, cp=0, ep=0)
     first-pp-stage, last-pp-stage
     tp=0,dp=0,pp=*            coordinate filter over tp, pp, dp, cp, ep (int, range or *)
@@ -16,6 +17,10 @@ import re
 from ..errors import ConfigError
 
 FLAG = "--profile-ranks"
+# No job has this many ranks (the largest runs have ~10**5): a rank at or past it is a typo,
+# refused rather than resolved. Ranges stay ``range`` objects (membership, length and text
+# without building the list), so ``0-1048575`` costs what ``0-7`` does.
+MAX_WORLD_SIZE = 1 << 20
 COORDINATES = ("tp", "pp", "dp", "cp", "ep", "node")
 NAMED_SELECTORS = ("pp-stage-leaders", "first-pp-stage", "last-pp-stage")
 _INT = re.compile(r"^-?\d+$")
@@ -65,19 +70,56 @@ def _parse_item(part):
         if rank < 0:
             raise ConfigError(f"{FLAG} {part} is negative; use global ranks >= 0, or -1 for "
                               f"every rank.")
-        return [rank]
+        return [_possible(rank, part)]
     match = _RANGE.match(part)
     if match:
         low, high = int(match.group(1)), int(match.group(2))
         if high < low:
             raise ConfigError(f"{FLAG} range {part} runs backwards; write it as {high}-{low}.")
-        return list(range(low, high + 1))
+        _possible(high, part)
+        return [low] if low == high else [range(low, high + 1)]
     lowered = part.lower()
     if lowered in NAMED_SELECTORS:
         return [lowered]
     if "=" in part:
         return [_canonical_filter(part)]
     raise ConfigError(f"{FLAG} {part!r} is not a rank or selector; {_FIX}.")
+
+
+def _possible(rank, part):
+    if rank >= MAX_WORLD_SIZE:
+        raise ConfigError(f"{FLAG} {part}: rank {rank} is beyond any job's world size (at most "
+                          f"{MAX_WORLD_SIZE:,} ranks here); name ranks of the job, e.g. 0-7, "
+                          f"or -1 for every rank.")
+    return rank
+
+
+def item_text(item) -> str:
+    """One item as the user would type it: ``5``, ``0-7``, ``tp=0,pp=*``."""
+    if isinstance(item, range):
+        return f"{item.start}-{item.stop - 1}"
+    return str(item)
+
+
+def item_json(item):
+    """One item as a manifest or ``--json`` holds it (a range as its ``"0-7"`` text)."""
+    return item_text(item) if isinstance(item, range) else item
+
+
+def global_ranks(selection):
+    """The ranks (ints and ranges) a selection names by number, selectors left out."""
+    return [item for item in selection if isinstance(item, (int, range))
+            and not isinstance(item, bool)]
+
+
+def expand(items):
+    """Ints and ranges as the ints they name (only for a bounded selection: every range is
+    below ``MAX_WORLD_SIZE``)."""
+    for item in items:
+        if isinstance(item, range):
+            yield from item
+        else:
+            yield item
 
 
 def _canonical_filter(text):
@@ -116,7 +158,7 @@ def format_selection(selection):
     """The selection as the user would type it back (for logs and show-config)."""
     if not selection:
         return "all"
-    return " ".join(str(item) for item in selection)
+    return " ".join(item_text(item) for item in selection)
 
 
 def _value_matches(spec, value):
@@ -142,6 +184,9 @@ def resolve(selection, world_size, layout=None):
             if item < world_size:
                 chosen.add(item)
             continue
+        if isinstance(item, range):  # only the part inside the job is built
+            chosen.update(range(item.start, min(item.stop, world_size)))
+            continue
         if layout is None:
             raise ConfigError(f"{FLAG} {item} needs the parallel layout, which is only known "
                               f"inside a Megatron job; use global rank numbers here.")
@@ -160,8 +205,22 @@ def resolve(selection, world_size, layout=None):
 
 
 def beyond(selection, world_size):
-    """The global ranks a selection names that the job lacks (left out, and said so)."""
-    return sorted({item for item in selection if isinstance(item, int) and item >= world_size})
+    """The global ranks a selection names that the job lacks (left out, and said so): ints,
+    and ranges for the parts of ranges past the job (never built), in order."""
+    lacking = []
+    for item in global_ranks(selection):
+        if isinstance(item, range):
+            if item.stop > world_size:
+                part = range(max(item.start, world_size), item.stop)
+                lacking.append(part if len(part) > 1 else part.start)
+        elif item >= world_size:
+            lacking.append(item)
+    return sorted(set(lacking), key=lambda i: (i.start if isinstance(i, range) else i))
+
+
+def spans_text(items) -> str:
+    """``beyond``'s items as a message lists them: ``8-400000000, 9``."""
+    return ", ".join(item_text(item) for item in items)
 
 
 def _layout_ranges(layout, world_size):

@@ -66,14 +66,28 @@ def run(func, calls, workers, warm=None, done=None):
             if "fork" in multiprocessing.get_all_start_methods() else None
         with ProcessPoolExecutor(max_workers=workers, mp_context=context,
                                  initializer=_mark_worker) as pool:
-            futures = {pool.submit(func, *args): i for i, args in enumerate(calls)}
-            results = [None] * len(calls)
-            for future in as_completed(futures):
-                results[futures[future]] = future.result()
-                done(futures[future])
-            return results
+            try:
+                futures = {pool.submit(func, *args): i for i, args in enumerate(calls)}
+                results = [None] * len(calls)
+                for future in as_completed(futures):
+                    results[futures[future]] = future.result()
+                    done(futures[future])
+                return results
+            except (KeyboardInterrupt, SystemExit):
+                _stop(pool)
+                raise
     except (OSError, BrokenProcessPool, ImportError, NotImplementedError, PermissionError):
         return _here(func, calls, done)
+
+
+def _stop(pool):
+    """Ended by a signal (SIGINT, or SIGTERM as ``SystemExit``): the queued calls are
+    dropped and the workers killed now, not waited for, so the caller's cleanup runs at once
+    and no worker writes after it."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    for child in multiprocessing.active_children():  # this process's own workers
+        child.kill()
+        child.join()
 
 
 def _here(func, calls, done):

@@ -50,7 +50,7 @@ def announce_plan(plan) -> None:
     lacking = ranks.beyond(config.profile_ranks, plan.world_size)
     if lacking:
         log.warning(f"--profile-ranks {ranks.format_selection(config.profile_ranks)}: rank(s) "
-                    f"{spans(lacking)} are beyond this job's {plan.world_size} ranks and are "
+                    f"{ranks.spans_text(lacking)} are beyond this job's {plan.world_size} ranks and are "
                     f"left out")
     if config.captures:
         from ..control.capture_words import rules_in_words

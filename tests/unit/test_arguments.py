@@ -52,7 +52,7 @@ def test_raw_rank_tokens_win_over_the_hosts_int_parse():
     parser = add_profile_args(megatron_parser())
     argv = ["--profile", "--profile-ranks", "0", "3"]
     config = config_from_args(parser.parse_args(argv), argv=argv + ["--profile-ranks", "0-3"], environ={})
-    assert config.profile_ranks == (0, 1, 2, 3)
+    assert config.profile_ranks == (range(0, 4),)
 
 
 def write(tmp_path, text):

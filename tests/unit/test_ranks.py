@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from mindspeed_prof.errors import ConfigError
-from mindspeed_prof.config.ranks import format_selection, parse_rank_tokens, resolve
+from mindspeed_prof.config.ranks import beyond, expand, format_selection, parse_rank_tokens, resolve
 
 
 @pytest.mark.parametrize("tokens", [["-1"], ["all"], [-1], ["0", "-1"], "ALL", ()])
@@ -19,7 +19,7 @@ def test_a_rank_list_that_names_no_rank_is_refused_naming_the_flag(tokens):
 
 
 def test_lists_ranges_and_commas_combine_in_order_without_duplicates():
-    assert parse_rank_tokens(["0,2", "4-6", "2"]) == (0, 2, 4, 5, 6)
+    assert parse_rank_tokens(["0,2", "4-6", "2"]) == (0, 2, range(4, 7))  # a range stays one
 
 
 def test_backwards_range_is_refused_with_the_fix():
@@ -41,7 +41,7 @@ def test_any_rank_set_written_as_ranges_parses_back(ranks):
         if current != previous + 1:
             pieces.append(str(start) if start == previous else f"{start}-{previous}")
             start = current
-    assert parse_rank_tokens([",".join(pieces)]) == tuple(ordered)
+    assert tuple(expand(parse_rank_tokens([",".join(pieces)]))) == tuple(ordered)
 
 
 @given(st.lists(st.integers(min_value=0, max_value=63), min_size=1, max_size=10))
@@ -90,3 +90,18 @@ def test_ranks_beyond_the_world_are_an_error_when_nothing_remains():
 def test_selectors_without_layout_explain_why():
     with pytest.raises(ConfigError, match="needs the parallel layout"):
         resolve(("pp-stage-leaders",), 8, None)
+
+
+def test_a_huge_range_stays_a_range_in_membership_length_and_text():
+    selection = parse_rank_tokens(["0-1000000"])
+    assert selection == (range(0, 1000001),)
+    assert format_selection(selection) == "0-1000000"
+    assert resolve(selection, 8) == list(range(8))  # only the job's part is built
+    assert beyond(selection, 8) == [range(8, 1000001)]
+
+
+@pytest.mark.parametrize("tokens", [["0-400000000"], ["400000000"], ["3,0-2000000"]])
+def test_a_rank_beyond_any_world_size_is_refused_naming_it(tokens):
+    with pytest.raises(ConfigError, match="beyond any job's world size") as info:
+        parse_rank_tokens(tokens)
+    assert str(info.value).startswith("--profile-ranks ")

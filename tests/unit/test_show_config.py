@@ -16,7 +16,7 @@ def test_prints_ranks_window_backend_and_the_profiler_call(capsys):
     code, out, _ = run(capsys, "--world-size", "4", "--train-iters", "20", "--profile-step-start",
                        "5", "--profile-step-end", "7", "--profile-ranks", "1-2")
     assert code == 0
-    assert "ranks:     1 2 -> 1, 2 (world size 4)" in out
+    assert "ranks:     1-2 -> 1, 2 (world size 4)" in out
     assert "window:    iterations 5-6 (warm-up at 4)" in out
     assert "torch.profiler.schedule(wait=0, warmup=1, active=2, repeat=1, skip_first=4)" in out
 

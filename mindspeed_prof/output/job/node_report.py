@@ -10,6 +10,7 @@ the node judged (``job_run``), so that ``merge`` never takes two jobs' nodes for
 import os
 
 from ..check.directory import check_directory
+from .. import outfile
 from ..read import discover, jobruns
 from ..render import jsontext
 from ..summary.aggregate import Item
@@ -55,11 +56,20 @@ def write_report(data, target):
     node = data["node"]["index"] if data["node"] else 0
     target = target.replace("{node}", str(node))
     folder = os.path.dirname(os.path.abspath(target))
-    os.makedirs(folder, exist_ok=True)
-    tmp = f"{target}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(jsontext.compact(data, separators=(",", ":")))  # strict JSON
-    os.replace(tmp, target)
+    tmp = outfile.temporary(target, "tmp")
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with outfile.ended_by_signals():
+            try:
+                with open(tmp, "w", encoding="utf-8") as handle:
+                    handle.write(jsontext.compact(data, separators=(",", ":")))  # strict JSON
+                os.replace(tmp, target)
+            except BaseException:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+                raise
+    except OSError as exc:
+        raise outfile.cannot_write("--report", target, exc) from None
     return target
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ...errors import ConfigError
+from .. import outfile
 from . import build, page
 
 DATA_BOUND = 3 << 20  # bytes of page beside plotly.js
@@ -48,6 +49,7 @@ def write_report(directory: str, out: str, top: int = 10, run: Optional[str] = N
     if not os.path.isdir(folder):
         raise ConfigError(f"-o {out}: the folder {folder} does not exist; create it or pick "
                           f"another path.")
+    outfile.refuse_input("-o", out, [directory, baseline])
     script = plotlyjs()  # before any reading: a missing plotly is said at once
     if baseline is not None and not os.path.isdir(baseline):
         raise ConfigError(f"--baseline {baseline}: not a directory; give the save path of the "
@@ -59,15 +61,26 @@ def write_report(directory: str, out: str, top: int = 10, run: Optional[str] = N
 
         diff = diff_against(baseline, directory, top=top)
     text = page.render(data, script, diff)
-    tmp = f"{out}.{os.getpid()}.tmp"
+    tmp = outfile.temporary(out, "tmp")
     try:
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, out)
+        with outfile.ended_by_signals():
+            try:
+                with open(tmp, "w", encoding="utf-8") as handle:
+                    handle.write(text)
+                os.replace(tmp, out)
+            except BaseException:
+                _remove(tmp)
+                raise
     except OSError as exc:
-        raise ConfigError(f"-o {out}: cannot write it ({exc.strerror}); pick a writable "
-                          f"path.") from None
+        raise outfile.cannot_write("-o", out, exc) from None
     summarised = any(r["steps"] or r["top_kernels"] or r["op_types"] or r["top_ops"]
                      or r["requests"] for part in data["parts"]
                      for r in part["summary"]["ranks"])
     return Written(out, os.path.getsize(out), len(script.encode("utf-8")), summarised)
+
+
+def _remove(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

@@ -12,7 +12,7 @@ from typing import List, Optional
 
 from ...errors import ConfigError
 from ...version import __version__
-from .. import parallel
+from .. import outfile, parallel
 from ..progress import Progress
 from . import choose, clock
 from .write import COUNTS_SUFFIX, Counts, TimelineWriter, write_rank
@@ -59,6 +59,7 @@ def merge_timeline(directory: str, output: str, ranks: Optional[List[str]] = Non
                    min_us: float = 0.0) -> Merged:
     """Write the merged timeline of ``directory`` to ``output``; ``ConfigError`` for bad input."""
     check_output(output)
+    outfile.refuse_input("-o", output, [directory])
     if not math.isfinite(min_us) or min_us < 0:
         raise ConfigError(f"--min-us {min_us:g} must be a finite number >= 0 (µs; 0 keeps "
                           f"every event).")
@@ -66,8 +67,17 @@ def merge_timeline(directory: str, output: str, ranks: Optional[List[str]] = Non
     alignment = clock.align({t.rank: t.steps() for t in selection.tracks},
                             {t.rank: t.host for t in selection.tracks}, selection.steps)
     origin = origin_us(selection, alignment)
-    writer = TimelineWriter(output)
-    parts = [f"{writer.path}.{os.getpid()}.rank{t.rank}.part" for t in selection.tracks]
+    with outfile.ended_by_signals():  # SIGTERM: the temporary files go, exit 143
+        return _write(output, selection, alignment, origin, min_us)
+
+
+def _write(output, selection, alignment, origin, min_us) -> Merged:
+    try:
+        writer = TimelineWriter(output)
+    except OSError as exc:
+        raise outfile.cannot_write("-o", output, exc) from None
+    parts = [outfile.temporary(writer.path, f"rank{t.rank}.part", len(COUNTS_SUFFIX))
+             for t in selection.tracks]
     calls = [(part, t.rank, t.name, [(c.path, c.base_ns, _span(c, selection.steps))
                                      for c in t.captures],
               alignment.offsets_us[t.rank], selection.steps, min_us, origin)
@@ -88,11 +98,14 @@ def merge_timeline(directory: str, output: str, ranks: Optional[List[str]] = Non
             parallel.run(write_rank, calls, parallel.workers_for(sum(sizes), len(calls)),
                          warm=write_types, done=done)
         size = writer.close(metadata(selection, alignment, min_us, writer.counts, origin))
-    except BaseException:
+    except BaseException as exc:
         writer.abandon()
         for part in parts:
             _remove(part)
             _remove(part + COUNTS_SUFFIX)
+        ours = {writer.path, writer.tmp, *parts, *(p + COUNTS_SUFFIX for p in parts)}
+        if isinstance(exc, OSError) and (exc.filename is None or exc.filename in ours):
+            raise outfile.cannot_write("-o", output, exc) from None  # a full disk, a quota
         raise
     return Merged(output, size, selection, alignment, writer.counts, min_us)
 

@@ -20,6 +20,7 @@ import shutil
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
+from .. import outfile
 from ..deps import need
 from ..read import jsonstream
 from ..read.numbers import TIME_BOUND_US
@@ -107,8 +108,8 @@ class TimelineWriter:
     def __init__(self, path: str) -> None:
         self.path = path
         self._types = _types()
-        self._tmp = f"{path}.{os.getpid()}.tmp"
-        raw = open(self._tmp, "wb")
+        self.tmp = outfile.temporary(path, "tmp")
+        raw = open(self.tmp, "wb")
         self._out = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=GZIP_LEVEL, mtime=0) \
             if path.endswith(".gz") else raw
         self._raw = raw
@@ -140,7 +141,7 @@ class TimelineWriter:
         self._out.close()
         if self._raw is not self._out:
             self._raw.close()
-        os.replace(self._tmp, self.path)
+        os.replace(self.tmp, self.path)
         return os.path.getsize(self.path)
 
     def abandon(self) -> None:
@@ -150,7 +151,7 @@ class TimelineWriter:
             except OSError:
                 pass
         try:
-            os.unlink(self._tmp)
+            os.unlink(self.tmp)
         except OSError:
             pass
 
