@@ -74,6 +74,7 @@ SLOW_UNIT_TESTS = (
     "unit/test_show_config.py::test_a_closed_pipe_ends_the_command_quietly",
     "unit/test_autoload.py::test_pth_line_arms_the_patches_when_profile_is_on_the_command_line",
     "unit/test_whatif_artifact.py::test_the_artifact_s_analyzer_runs_unchanged_on_our_export_and_agrees",
+    "unit/test_hostile_analysis.py::test_a_signal_while_timeline_writes_removes_its_temporary_files",
 )
 
 

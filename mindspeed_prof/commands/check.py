@@ -100,5 +100,6 @@ def _node(args, share):
     if args.report:
         written = write_report(data, args.report)
         if not args.json:
-            print(f"node report written to {written}")
+            from mindspeed_prof.output.render.safe import cell
+            print(cell(f"node report written to {written}"))
     return report.exit_code

@@ -37,8 +37,11 @@ def _run(args):
 
     written = write_report(args.directory, args.output, top=args.top, run=args.run,
                            baseline=args.baseline)
+    from mindspeed_prof.output.render import safe
+
     mib = 1 << 20
-    print(f"report written to {written.path}: {written.size / mib:.1f} MiB (plotly.js "
-          f"{written.plotlyjs / mib:.1f} MiB + {(written.size - written.plotlyjs) / mib:.2f} "
-          f"MiB of page; bound {written.bound / mib:.1f} MiB)")
+    print(safe.cell(f"report written to {written.path}: {written.size / mib:.1f} MiB (plotly.js "
+                    f"{written.plotlyjs / mib:.1f} MiB + "
+                    f"{(written.size - written.plotlyjs) / mib:.2f} MiB of page; bound "
+                    f"{written.bound / mib:.1f} MiB)"))
     return 0 if written.summarised else 1

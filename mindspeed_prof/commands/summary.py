@@ -73,9 +73,9 @@ def _run(args):
         from mindspeed_prof.output.render.plot import plot_breakdown
         plotted = plot_breakdown(summary, args.plot)
         if plotted is None:
-            print(f"mindspeed-prof summary: --plot {args.plot} not written: no rank has step "
-                  f"times (run `mindspeed-prof check {args.directory}` to see why).",
-                  file=sys.stderr)
+            print(safe.cell(f"mindspeed-prof summary: --plot {args.plot} not written: no rank "
+                            f"has step times (run `mindspeed-prof check {args.directory}` to "
+                            f"see why)."), file=sys.stderr)
     if args.json:
         data = render_summary.summary_dict(summary)
         if memory:  # only where snapshots are: the JSON of a run without them is unchanged
@@ -99,7 +99,7 @@ def _run(args):
         for line in captures_lines(captures):
             print(line)
         if plotted:
-            print(f"\nplot written to {plotted}")
+            print("\n" + safe.cell(f"plot written to {plotted}"))
     if not summary.summarised:
         # Nothing summarised is a failure, whatever was found: say why where scripts look.
         print(safe.lines(f"mindspeed-prof summary: {summary.notes[-1]}"), file=sys.stderr)

@@ -84,10 +84,14 @@ def _stop(pool):
     """Ended by a signal (SIGINT, or SIGTERM as ``SystemExit``): the queued calls are
     dropped and the workers killed now, not waited for, so the caller's cleanup runs at once
     and no worker writes after it."""
-    pool.shutdown(wait=False, cancel_futures=True)
-    for child in multiprocessing.active_children():  # this process's own workers
+    children = multiprocessing.active_children()  # this process's own workers
+    for child in children:
         child.kill()
+    for child in children:
         child.join()
+    # the pool sees its workers gone and its manager thread ends: joined here, before the
+    # interpreter's exit hook wakes it through a pipe it may be closing (an "Exception ignored")
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _here(func, calls, done):
