@@ -382,3 +382,26 @@ def test_a_signal_while_timeline_writes_removes_its_temporary_files(
     assert child.returncode == code, err
     assert "Traceback" not in err
     assert list(out.iterdir()) == []
+
+
+@pytest.mark.parametrize("value", ["1e308", "inf", "nan"])
+def test_a_kernel_duration_that_is_no_finite_number_is_left_out_of_the_kernel_totals(
+        tmp_path, capsys, value):
+    import csv
+
+    capture = samples.npu_capture(tmp_path / "npu", rank=0, op_statistic=False)
+    table = os.path.join(capture, samples.OUTPUT, "kernel_details.csv")
+    with open(table, newline="") as handle:
+        rows = list(csv.reader(handle))
+    column = rows[0].index("Duration(us)")
+    rows[1][column] = value
+    rows[2][column] = value
+    with open(table, "w", newline="") as handle:
+        csv.writer(handle).writerows(rows)
+
+    code, out, _ = run_cli(capsys, "summary", tmp_path / "npu", "--json", "--no-cache")
+
+    data = strict_json(out)
+    assert jsontext.NON_FINITE_KEY not in data  # left out where read, not nulled at the end
+    totals = [k["total_us"] for r in data["ranks"] for k in r["top_kernels"]]
+    assert totals and all(isinstance(t, float) and t < 1e18 for t in totals)

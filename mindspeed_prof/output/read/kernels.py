@@ -25,6 +25,7 @@ from . import columns
 from .csvrows import NotNumeric, RowReader
 from .csvtable import CsvTable
 from .errors import CorruptFile
+from .numbers import TIME_BOUND_US
 
 KIND = "kernel_details"
 
@@ -93,10 +94,12 @@ def _sums(reader, table, numeric):
     raw = {}
     for batch in reader.batches(wanted, coded, [duration_at] if numeric else []):
         durations = batch.column(str(duration_at))
-        # float64, NaN where there is no value: only finite durations are summed
+        # float64, NaN where there is no value: only readable durations are summed (finite
+        # and within read/numbers.py's bound: a 1e308 would make the sum infinite)
         values = (durations if numeric else _durations(durations)).to_numpy(
             zero_copy_only=False)
-        finite = numpy.isfinite(values)
+        with numpy.errstate(invalid="ignore"):
+            finite = numpy.abs(values) <= TIME_BOUND_US  # NaN and infinity: False
         finite = None if finite.all() else finite
         names, kinds = batch.column(str(name_at)), \
             batch.column(str(type_at)) if type_at is not None else None
