@@ -18,6 +18,7 @@ written, never a temporary file left behind.
 
 import os
 import signal
+import sys
 import threading
 from contextlib import contextmanager
 from typing import Iterable, Iterator, Optional
@@ -102,9 +103,10 @@ def cannot_write(flag: str, path: str, exc: OSError) -> ConfigError:
 
 
 @contextmanager
-def ended_by_signals() -> Iterator[None]:
+def ended_by_signals(command: str = "", output: str = "") -> Iterator[None]:
     """Within: SIGTERM raises ``SystemExit(128 + 15)``, so ``except``/``finally`` blocks
-    remove what was half written; the previous handler is back after."""
+    remove what was half written (and ``command`` says so on stderr, naming ``output``); the
+    previous handler is back after."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -121,5 +123,12 @@ def ended_by_signals() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
     try:
         yield
+    except SystemExit as exc:
+        if command and exc.code == 128 + signal.SIGTERM:
+            from .render.safe import cell
+
+            print(cell(f"mindspeed-prof {command}: terminated (SIGTERM): {output} not written, "
+                       f"its temporary files removed"), file=sys.stderr)
+        raise
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -381,6 +381,7 @@ def test_a_signal_while_timeline_writes_removes_its_temporary_files(
         pytest.fail("timeline did not end after the signal")
     assert child.returncode == code, err
     assert "Traceback" not in err
+    assert ("terminated (SIGTERM)" if signum == signal.SIGTERM else "interrupted") in err
     assert list(out.iterdir()) == []
 
 

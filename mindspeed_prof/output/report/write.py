@@ -63,7 +63,7 @@ def write_report(directory: str, out: str, top: int = 10, run: Optional[str] = N
     text = page.render(data, script, diff)
     tmp = outfile.temporary(out, "tmp")
     try:
-        with outfile.ended_by_signals():
+        with outfile.ended_by_signals("report", out):
             try:
                 with open(tmp, "w", encoding="utf-8") as handle:
                     handle.write(text)

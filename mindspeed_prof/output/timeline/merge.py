@@ -67,7 +67,7 @@ def merge_timeline(directory: str, output: str, ranks: Optional[List[str]] = Non
     alignment = clock.align({t.rank: t.steps() for t in selection.tracks},
                             {t.rank: t.host for t in selection.tracks}, selection.steps)
     origin = origin_us(selection, alignment)
-    with outfile.ended_by_signals():  # SIGTERM: the temporary files go, exit 143
+    with outfile.ended_by_signals("timeline", output):  # SIGTERM: temporaries go, exit 143
         return _write(output, selection, alignment, origin, min_us)
 
 
