@@ -221,6 +221,20 @@ def test_an_output_named_as_an_input_is_refused_and_the_inputs_stay_as_they_were
     assert not list((save / "x_ascend_pt").iterdir())
 
 
+def test_memory_html_over_the_snapshot_it_reads_is_refused(tmp_path, capsys):
+    import pickle
+
+    from test_hostile_readers import snapshot
+
+    path = tmp_path / "memory_snapshot_rank0.pickle"
+    path.write_bytes(pickle.dumps(snapshot()))
+    before = path.read_bytes()
+    for target in (path, tmp_path / "memory_oom_rank1.pickle"):
+        code, _, err = run_cli(capsys, "memory", tmp_path, "--html", target)
+        assert code == 2 and one_line(err) and f"--html {target}" in err
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
 def test_an_output_inside_the_save_path_under_a_name_of_its_own_is_written(
         clean, tmp_path, capsys):
     save = copy_of(clean, tmp_path)
