@@ -18,7 +18,7 @@ import gzip
 import os
 import shutil
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, BinaryIO, Dict, Optional, Tuple
 
 from .. import outfile
 from ..deps import need
@@ -110,12 +110,18 @@ class TimelineWriter:
         self._types = _types()
         self.tmp = outfile.temporary(path, "tmp")
         raw = open(self.tmp, "wb")
-        self._out = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=GZIP_LEVEL, mtime=0) \
-            if path.endswith(".gz") else raw
         self._raw = raw
+        self._out: "BinaryIO | gzip.GzipFile" = raw
         self._first = True
         self.counts = Counts()
-        self._out.write(HEADER)
+        try:  # a failed (or signalled) start leaves no temporary file either
+            if path.endswith(".gz"):
+                self._out = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=GZIP_LEVEL,
+                                          mtime=0)
+            self._out.write(HEADER)
+        except BaseException:
+            self.abandon()
+            raise
 
     def add_part(self, part: str) -> None:
         """Append one rank's part and add its counts (``write_rank``'s; both then deleted)."""
