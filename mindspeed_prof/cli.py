@@ -79,7 +79,9 @@ def main(argv=None):
     try:
         return int(args._run(args) or 0)
     except ConfigError as exc:
-        print(f"mindspeed-prof {args.command}: error: {exc}", file=sys.stderr)
+        from .output.render.safe import lines  # every command's one line, whatever it quotes
+
+        print(lines(f"mindspeed-prof {args.command}: error: {exc}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"mindspeed-prof {args.command}: interrupted", file=sys.stderr)

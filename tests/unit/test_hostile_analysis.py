@@ -304,6 +304,10 @@ def test_roles_units_and_user_text_reach_the_terminal_escaped_in_every_command(
         ("summary", roles, "--run", HOSTILE),
         ("report", clean, "-o", tmp_path / f"{HOSTILE}.html"),
         ("merge", tmp_path / HOSTILE),
+        ("memory", tmp_path / HOSTILE),
+        ("trigger", tmp_path / HOSTILE / "t.json", "--steps", "1"),
+        ("trigger", tmp_path / "t.json", "--steps", "1", "--ranks", HOSTILE),
+        ("analyse", tmp_path / HOSTILE),
     ]
     for command, *args in runs:
         code, out, err = run_cli(capsys, command, *args)
