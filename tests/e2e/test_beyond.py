@@ -78,3 +78,13 @@ def test_data_parallel_coordinate_filter_selects_the_second_replica(tmp_path):
     save = tmp_path / "prof"
     run = train(tmp_path, profile_flags(save, ranks=("dp=1",), start=2, end=3)).check()
     assert [rank_of(p) for p in torch_traces(save)] == [1], run.describe()
+
+
+def test_a_rank_range_profiles_each_rank_of_it_and_the_manifest_keeps_the_range(tmp_path):
+    save = tmp_path / "prof"
+    # 0-1048575: every rank this job has; the part past the world size is said, never built
+    run = train(tmp_path, profile_flags(save, ranks=("0-1048575",), start=2, end=3)).check()
+    assert sorted(rank_of(p) for p in torch_traces(save)) == [0, 1], run.describe()
+    assert manifest(save, 1)["selected_ranks"] == [0, 1]
+    assert manifest(save, 1)["config"]["profile_ranks"] == ["0-1048575"]
+    assert "rank(s) 2-1048575 are beyond this job's 2 ranks" in run.stdout + run.stderr
