@@ -55,14 +55,19 @@ def _run(args):
                           f"--profile-save-path of the profiled run.")
     table, meta, notes = from_capture(args.directory)
     name = re.sub(r"[^A-Za-z0-9._-]", "_", meta.trial_name)[:64].strip(".") or "run"
-    os.makedirs(args.output, exist_ok=True)
     trace = os.path.join(args.output, f"trace-{name}.parquet")
     meta_path = os.path.join(args.output, f"meta-{name}.yaml")
-    write_parquet(table, trace)
     data = meta.as_dict()
     data["trial_name"] = name
-    with open(meta_path, "w", encoding="utf-8") as handle:
-        yaml.safe_dump(data, handle, sort_keys=False)
+    try:
+        os.makedirs(args.output, exist_ok=True)
+        write_parquet(table, trace)
+        with open(meta_path, "w", encoding="utf-8") as handle:
+            yaml.safe_dump(data, handle, sort_keys=False)
+    except OSError as exc:  # /proc, a read-only folder, a full disk: one line
+        from mindspeed_prof.output.outfile import cannot_write
+
+        raise cannot_write("-o", args.output, exc, example="export/") from None
     print(safe.lines(f"{len(table)} ops of {len(set(table.step.tolist()))} steps "
                      f"(DP {meta.dp_size} x PP {meta.pp_size}) written to {trace}\n"
                      f"job metadata written to {meta_path}"))

@@ -10,7 +10,6 @@ table in the paper's schema (the published artifact's traces too). Exit 0 when a
 usage error (no schedule marks in DIR included: the message says how to record them).
 """
 
-import json
 import os
 
 HELP = ("What stragglers cost a step (ByteDance's what-if analysis): the slowdown S, attributed "
@@ -46,8 +45,10 @@ def _run(args):
     result = analysis.analyse(table, meta, args.source)
     result.notes[:0] = notes
     if args.json:
-        print(json.dumps(render.as_dict(result, os.path.abspath(args.source)), indent=2,
-                         allow_nan=False))
+        from mindspeed_prof.output.render import jsontext
+
+        # strict JSON, as every --json: a non-finite number is null, and counted
+        print(jsontext.dumps(render.as_dict(result, os.path.abspath(args.source))))
     else:
         print(render.text(result, args.source))
     return 0

@@ -95,11 +95,13 @@ def temporary(path: str, tag: str, reserve: int = 0) -> str:
     return os.path.join(folder, cut + suffix)
 
 
-def cannot_write(flag: str, path: str, exc: OSError) -> ConfigError:
+def cannot_write(flag: str, path: str, exc: OSError,
+                 example: Optional[str] = None) -> ConfigError:
     """One line for an output the system refuses: what, why, the fix."""
     why = exc.strerror or type(exc).__name__
     return ConfigError(f"{flag} {path}: cannot write it ({why}); pick a writable path with "
-                       f"room (e.g. {flag} {_example(flag, path)} in a folder of yours).")
+                       f"room (e.g. {flag} {example or _example(flag, path)} in a folder of "
+                       f"yours).")
 
 
 @contextmanager

@@ -424,3 +424,12 @@ def test_a_kernel_duration_that_is_no_finite_number_is_left_out_of_the_kernel_to
     assert jsontext.NON_FINITE_KEY not in data  # left out where read, not nulled at the end
     totals = [k["total_us"] for r in data["ranks"] for k in r["top_kernels"]]
     assert totals and all(isinstance(t, float) and t < 1e18 for t in totals)
+
+
+def test_export_to_a_folder_the_system_refuses_is_one_line_and_exit_2(tmp_path, capsys):
+    from output_fixtures import whatif_job
+
+    save = whatif_job.write_capture(tmp_path / "save", whatif_job.play())
+    code, _, err = run_cli(capsys, "export", save, "--format", "straggler-analysis", "-o",
+                           "/proc/export")
+    assert code == 2 and one_line(err) and "-o /proc/export: cannot write it" in err
