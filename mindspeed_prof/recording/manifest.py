@@ -24,7 +24,7 @@ from .. import log, manifest_schema
 from ..config.budget import used_bytes
 from ..errors import ConfigError
 from ..layout import manifest_path
-from .exits import SignalSafeLock
+from .exits import SignalSafeLock, writing
 from .manifest_entries import PlannedWindow, WindowEntry, overall_status
 from .run_id import job_run
 from ..version import __version__
@@ -231,7 +231,7 @@ class Manifest:
         self.data["updated_at"] = _now()
         tmp = f"{self.path}.tmp.{os.getpid()}"
         try:
-            with open(tmp, "w") as handle:
+            with writing(self.path), open(tmp, "w") as handle:
                 json.dump(self.data, handle, indent=2, default=str)
             os.replace(tmp, self.path)
         except BaseException as exc:

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -550,3 +551,58 @@ def test_a_profiler_message_printed_inside_the_consoles_own_write_still_reaches_
     tee = _Tee(_ReenteredStream(sys.__stdout__.fileno()))
     assert tee.write("[INFO] profiler stopped\n") == len("[INFO] profiler stopped\n")
     assert capfd.readouterr().out == "[INFO] profiler stopped\n"
+
+
+# -- a SIGTERM has a deadline (issue 35 §2) ----------------------------------------------------
+
+BLOCKED_MANIFEST_WRITE = """
+    import json, os, signal, sys, torch
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    from mindspeed_prof import ProfilerConfig, profile
+    from mindspeed_prof.recording import exits
+    exits.SIGNAL_FLUSH_TIMEOUT_S = 1  # the flush bound, short for the test
+    save = sys.argv[1]
+    config = ProfilerConfig(profile=True, profile_step_start=3, profile_step_end=5,
+                            profile_save_path=save, profile_backend="torch", profile_ranks=[0])
+    with profile(config, train_iters=6, rank=0, world_size=1) as prof:
+        for n in range(1, 7):
+            if n == 2:
+                # A stalled mount of the save path: the next manifest write never returns.
+                os.mkfifo(os.path.join(save, f"profile_manifest_rank0.json.tmp.{os.getpid()}"))
+                print("blocking", flush=True)
+            torch.randn(4, 4).sum()
+            prof.step()
+    print("not reached", flush=True)
+"""
+
+
+def test_sigterm_behind_a_manifest_write_that_never_returns_ends_the_process_at_its_deadline(
+        tmp_path):
+    # Before: the write runs in a section that defers SIGTERM; blocked in open() on the FIFO,
+    # it never ended, and SIGTERM twice left the process alive (killed here after 30 s).
+    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(BLOCKED_MANIFEST_WRITE),
+                              str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    try:
+        while child.stdout.readline().strip() != "blocking":
+            assert child.poll() is None, child.communicate()
+        time.sleep(1.0)  # inside the blocked write now
+        child.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        child.send_signal(signal.SIGTERM)
+        began = time.monotonic()
+        try:
+            out, err = child.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("SIGTERM twice did not end a process blocked in a manifest write")
+        took = time.monotonic() - began
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    assert child.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert took < 1 + 3.0 + 5, took  # the flush bound and the grace, from the first SIGTERM
+    assert "not reached" not in out
+    manifest = tmp_path / "profile_manifest_rank0.json"
+    assert f"writing {manifest} did not finish" in err, err[-2000:]
+    assert "SIGTERM arrived 4 s ago" in err and "exit code 143" in err
