@@ -66,6 +66,7 @@ SLOW_UNIT_TESTS = (
     "unit/test_exits.py::test_a_sigterm_whose_host_handler_returns_lets_the_plain_loop_run_on",
     "unit/test_exits.py::test_a_process_that_ignores_sigterm_keeps_profiling_through_one",
     "unit/test_exits.py::test_sigterm_behind_a_manifest_write_that_never_returns_ends_the_process_at_its_deadline",
+    "unit/test_full_disk.py",  # a child interpreter on a small tmpfs
     "unit/test_analyse_command.py::test_fake_torch_npu_offline_capture_is_parsed_end_to_end",
     "unit/test_torch_breakdown.py@gloo_job",
     "unit/test_docs.py@gloo_job",

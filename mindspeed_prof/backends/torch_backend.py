@@ -144,9 +144,9 @@ class TorchBackend(Backend):
             prof.export_chrome_trace(path)
         except Exception as exc:  # noqa: BLE001 - a failed export must not end the training
             error = str(exc)
-        self._finish_export(path, error)
+        self._finish_export(path, error, prof)
 
-    def _finish_export(self, path, error):
+    def _finish_export(self, path, error, prof=None):
         try:
             if error is None and self.never_ran is not None and os.path.isfile(path):
                 try:
@@ -159,6 +159,7 @@ class TorchBackend(Backend):
                 error = "torch.profiler returned without writing it"
             if error is not None:
                 self.failed = True
+                _release(prof)
                 self.report("error", "export", f"writing {path} failed: {error}; check free "
                                                f"space and permissions of --profile-save-path")
                 for partial in (path, path + ".tmp"):  # kineto writes {path}.tmp, then renames
@@ -178,3 +179,12 @@ class TorchBackend(Backend):
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             thread.join(remaining)
         return not any(t.is_alive() for t in self._threads)
+
+
+def _release(prof):
+    """Drop what a failed export holds: kineto keeps the trace's ``{path}.tmp`` open in the
+    profiler's result after a failed write, so the file we then delete kept its blocks and a
+    full disk stayed full (every later manifest write failed) for as long as the backend lived."""
+    inner = getattr(prof, "profiler", None)
+    if inner is not None and getattr(inner, "kineto_results", None) is not None:
+        inner.kineto_results = None

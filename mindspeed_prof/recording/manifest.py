@@ -223,9 +223,16 @@ class Manifest:
         base = os.path.dirname(self.path)
         return used_bytes([os.path.join(base, f) for f in self.data["files"]])
 
-    def save(self):
+    def save(self, final: bool = False):
+        """Write the manifest atomically. ``final`` (the recorder's close): when that fails (a
+        full disk: no block for the temporary file), how the run ended is written over the
+        manifest's own blocks instead (``_write_in_place``): the one write left that needs no
+        new space."""
         with self._lock:
-            return self._write()
+            written = self._write()
+            if not written and final:
+                written = self._write_in_place()
+            return written
 
     def _write(self):
         self.data["updated_at"] = _now()
@@ -251,6 +258,43 @@ class Manifest:
             return False
         self._write_failed = False
         return True
+
+
+    def _write_in_place(self) -> bool:
+        """Compact JSON over the old manifest's bytes, padded with spaces to its length (JSON
+        allows them), so the file needs no new block; what does not fit (the longest lists)
+        is left out, never how the run ended. Not atomic: only the last write does this."""
+        try:
+            size = os.path.getsize(self.path)
+        except OSError:
+            return False
+        for data in (self.data, _essentials(self.data)):
+            raw = json.dumps(data, separators=(",", ":"), default=str).encode()
+            if len(raw) > size:
+                continue
+            try:
+                with writing(self.path), open(self.path, "r+b") as handle:
+                    handle.write(raw + b" " * (size - len(raw)))
+            except OSError:
+                return False
+            left_out = "" if data is self.data else ", without its versions, file list and " \
+                "per-unit notes, with its last error and warning only"
+            log.warning(f"{self.path}: written over its old bytes, compact{left_out} (no room "
+                        f"for a temporary file: the disk is full)", rank=self.data.get("rank"))
+            self._write_failed = False
+            return True
+        return False
+
+
+def _essentials(data: Dict[str, Any]) -> Dict[str, Any]:
+    """The manifest without what can be long: what ``check`` needs to judge the rank (the
+    status, the windows, how the run ended), with the errors and warnings cut to the last."""
+    small = {key: value for key, value in data.items() if key not in ("versions", "files")}
+    for key in ("errors", "warnings"):
+        small[key] = list(data.get(key, ()))[-1:]
+    small["windows"] = [{k: v for k, v in w.items() if k != "units"}
+                        for w in data.get("windows", ())]
+    return small
 
 
 def read_manifest(path):

@@ -268,4 +268,5 @@ class RecorderShutdown:
                                                f"{unit.name} {start}; nothing was profiled")
         elif self._session is not None:
             self._on_saved(self._session)
-        manifest.save()
+        # Retried here whatever failed before (a full disk); over the old bytes if need be.
+        manifest.save(final=True)
