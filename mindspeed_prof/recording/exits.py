@@ -193,7 +193,7 @@ class _Watchdog:
 
     def __init__(self) -> None:
         self.deadline: Optional[float] = None  # time.monotonic() past which the process ends
-        self.signum = signal.SIGTERM
+        self.signum: int = signal.SIGTERM
         self._wake: Optional[int] = None  # the pipe's write end
         self._pid: Optional[int] = None  # the process whose thread reads the pipe
 
