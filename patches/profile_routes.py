@@ -20,7 +20,9 @@ Where they are bound is where the host's server binds (no listener of our own):
 
 Every route first asks who calls (``http_control.refusal``): callers on this machine only unless
 ``--profile-http-allow-remote``, and the shared token when ``--profile-http-token`` is set.
-A start whose prefix names something in the save path that is no folder is refused (400).
+A start whose prefix names something in the save path that is no folder is refused (400), as is
+a body that is not a JSON object (said as what it is); a body past ``http_control.BODY_LIMIT``
+(1 MiB) is refused with 413 on every server.
 
 Without ``--profile`` nothing here is patched and the routes are the host's own, if any.
 """
@@ -117,11 +119,11 @@ def _quart_blueprint():
         client = current_app.config.get("client")
         if client is None:
             return jsonify({"status": "error", "details": "client not initialized"}), 503
-        body, bad = await _quart_body(request)
-        if bad:
-            return jsonify({"status": "error", "details": bad}), 400
+        data = await _quart_data(request)
+        if data is None:
+            return jsonify(_too_large(request)), 413
         try:
-            window = http_control.start_request(body, *defaults)
+            window = http_control.start_request(http_control.read_body(data), *defaults)
         except http_control.BadRequest as exc:
             return jsonify({"status": "error", "details": str(exc)}), 400
         why = _window_refusal(window)
@@ -143,6 +145,8 @@ def _quart_blueprint():
         client = current_app.config.get("client")
         if client is None:
             return jsonify({"status": "error", "details": "client not initialized"}), 503
+        if await _quart_data(request) is None:
+            return jsonify(_too_large(request)), 413
         generation, why = _control().try_stop()
         if generation is None:
             return jsonify({"status": "error", "details": why}), 409
@@ -158,14 +162,30 @@ def _quart_blueprint():
     return blueprint
 
 
-async def _quart_body(request):
-    data = await request.get_data()
-    if not data.strip():
-        return {}, None
-    body = await request.get_json(force=True, silent=True)
-    if body is None:
-        return None, "the body is not JSON; send a JSON object such as {\"max\": 5}, or none"
-    return body, None
+async def _quart_data(request):
+    """The body's bytes, or None past ``http_control.BODY_LIMIT`` (read no further)."""
+    limit = http_control.BODY_LIMIT
+    if request.content_length is not None and request.content_length > limit:
+        return None
+    data = bytearray()
+    async for chunk in request.body:
+        data += chunk
+        if len(data) > limit:
+            return None
+    return bytes(data)
+
+
+def _flask_data(request):
+    """The body's bytes, or None past ``http_control.BODY_LIMIT`` (read no further)."""
+    limit = http_control.BODY_LIMIT
+    if request.content_length is not None and request.content_length > limit:
+        return None
+    data = request.stream.read(limit + 1)
+    return None if len(data) > limit else data
+
+
+def _too_large(request):
+    return {"status": "error", "details": http_control.body_too_large(request.content_length)}
 
 
 def _started(window, generation, units):
@@ -195,13 +215,11 @@ def _add_flask_routes(app):
         refused = _refused(request.remote_addr, request.headers.get(http_control.TOKEN_HEADER))
         if refused:
             return jsonify(refused[0]), refused[1]
-        data = request.get_data()
-        body = request.get_json(force=True, silent=True) if data.strip() else {}
-        if body is None:
-            return jsonify({"status": "error", "details": "the body is not JSON; send a JSON "
-                                                          "object such as {\"max\": 5}, or none"}), 400
+        data = _flask_data(request)
+        if data is None:
+            return jsonify(_too_large(request)), 413
         try:
-            window = http_control.start_request(body)
+            window = http_control.start_request(http_control.read_body(data))
         except http_control.BadRequest as exc:
             return jsonify({"status": "error", "details": str(exc)}), 400
         why = _window_refusal(window)
@@ -218,6 +236,8 @@ def _add_flask_routes(app):
         refused = _refused(request.remote_addr, request.headers.get(http_control.TOKEN_HEADER))
         if refused:
             return jsonify(refused[0]), refused[1]
+        if _flask_data(request) is None:
+            return jsonify(_too_large(request)), 413
         generation, why = _control().try_stop()
         if generation is None:
             return jsonify({"status": "error", "details": why}), 409

@@ -218,6 +218,13 @@ class ProfilerConfig:
             raise ConfigError("--profile-http-token must be a non-empty token without spaces "
                               "or control characters (it travels in an HTTP header), e.g. the "
                               "output of `openssl rand -hex 16`.")
+        if token is not None and not token.isascii():
+            # Headers reach the servers as latin-1 text: the UTF-8 bytes a client sends for
+            # 'ä' arrive as two other characters, and no client could present the token.
+            raise ConfigError("--profile-http-token must be ASCII: HTTP clients send headers as "
+                              "bytes that the servers read as latin-1, so a token with other "
+                              "characters could never be presented; use e.g. the output of "
+                              "`openssl rand -hex 16`.")
         if self.profile_trigger_file is not None and not self.profile_trigger_file.strip():
             raise ConfigError("--profile-trigger-file is empty; give the path of a file the "
                               "job can see (it need not exist yet).")

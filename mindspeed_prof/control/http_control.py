@@ -5,6 +5,9 @@ engine rank at a unit boundary, on the thread that computes. This module is what
 the engine ranks share, whatever the host (``patches/profile_routes.py`` binds it to Megatron's
 servers):
 
+- ``read_body(data)``: a request's bytes as JSON, at most ``BODY_LIMIT`` bytes (413 past it:
+  ``body_too_large``); what is not a JSON object is refused (400) saying what it is (not JSON,
+  nested past what the parser follows, JSON ``null``), never with a framework's error page.
 - ``start_request(body, ...)``: a start body, checked. vLLM's knobs with vLLM's meaning:
   ``delay`` (units to skip before recording), ``max`` (units to record, then stop by itself; 0:
   until ``/stop_profile``), ``prefix`` (the window's folder name, never a path). Defaults come
@@ -30,6 +33,7 @@ Nothing here imports a web framework or Megatron.
 import ctypes
 import hmac
 import ipaddress
+import json
 import multiprocessing
 import os
 import string
@@ -54,6 +58,10 @@ UNIT_LIMIT = 10**9
 # wrote this much in it.
 DEFAULT_WINDOW_GB = 2.0
 TOKEN_HEADER = "Authorization"
+# The most bytes a request's body may hold (a start's is a small JSON object): 413 past it, so
+# a client cannot make a server's front end hold or parse an unbounded body.
+BODY_LIMIT = 1 << 20
+_EXAMPLE = "{\"prefix\": \"decode\", \"delay\": 2, \"max\": 5}"
 
 # WindowControl's shared slots
 _OPEN, _GENERATION, _BUSY_BY_FLAGS, _LAST, _LAST_HOW = range(5)
@@ -73,6 +81,31 @@ def engine_defaults(config: Any) -> Tuple[int, int]:
         first, last = config.profile_forwards[0]
         return first - 1, last - first + 1
     return 0, 0
+
+
+def body_too_large(length: Optional[int]) -> str:
+    """The 413's words for a body past ``BODY_LIMIT`` (``length``: its size, when sent)."""
+    size = f"{length} bytes" if length is not None else f"more than {BODY_LIMIT} bytes"
+    return (f"the body is {size}; the profile routes take at most {BODY_LIMIT} bytes (a start "
+            f"is a small JSON object such as {_EXAMPLE}; a stop needs no body)")
+
+
+def read_body(data: bytes) -> Any:
+    """A start's body as JSON (``{}`` when empty); ``BadRequest`` saying what it is instead."""
+    if not data.strip():
+        return {}
+    try:
+        body = json.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise BadRequest(f"the body nests arrays or objects deeper than the parser follows; a "
+                         f"start is one flat JSON object such as {_EXAMPLE}") from None
+    except ValueError:  # not JSON, or not UTF-8
+        raise BadRequest(f"the body is not JSON; send a JSON object such as {_EXAMPLE}, or "
+                         f"none") from None
+    if body is None:
+        raise BadRequest(f"the body is JSON null, not an object; send a JSON object such as "
+                         f"{_EXAMPLE}, or no body for the defaults")
+    return body
 
 
 def start_request(body: Any, default_delay: int = 0, default_max: int = 0) -> WindowRequest:

@@ -215,3 +215,71 @@ def test_a_window_rank_0_stopped_at_its_budget_is_over_for_the_routes_too(
     assert status == 200, answer
     engine("request 4")
     driver.close("finished", "test over")
+
+
+# -- bodies the routes refuse (issue 35 §2) -----------------------------------------------------
+
+NESTED = b"[" * 100_000 + b"]" * 100_000
+TOO_LARGE = b'{"prefix": "' + b"a" * (1 << 20) + b'"}'
+
+
+def raw_post(client, path, data):
+    answer = client.post(path, data=data, content_type="application/json",
+                         environ_base={"REMOTE_ADDR": "127.0.0.1"})
+    return answer.status_code, answer.get_json(silent=True), answer.get_data(as_text=True)
+
+
+def test_the_static_servers_routes_say_what_a_body_is_instead_of_a_500_or_not_json(served):
+    # Before: 100,000 nested levels answered Flask's HTML 500 (RecursionError); `null` was
+    # called "not JSON"; a body of any size was read whole (no bound).
+    status, answer, text = raw_post(served, "/start_profile", NESTED)
+    assert status == 400 and answer is not None, text[:200]
+    assert "nests arrays or objects deeper than the parser follows" in answer["details"]
+    status, answer, _ = raw_post(served, "/start_profile", b"null")
+    assert status == 400 and "the body is JSON null, not an object" in answer["details"]
+    assert "not JSON" not in answer["details"]
+    assert raw_post(served, "/start_profile", b"{nope")[1]["details"].startswith(
+        "the body is not JSON")
+    for path in ("/start_profile", "/stop_profile"):
+        status, answer, _ = raw_post(served, path, TOO_LARGE)
+        assert status == 413, (path, answer)
+        assert f"the body is {len(TOO_LARGE)} bytes; the profile routes take at most " \
+               f"1048576 bytes" in answer["details"]
+    assert profile_routes._pending == []  # nothing refused reached the ranks
+    assert raw_post(served, "/start_profile", b'{"max": 2}')[0] == 200
+
+
+def test_the_dynamic_servers_routes_refuse_the_same_bodies_the_same_way(served, monkeypatch):
+    quart = pytest.importorskip("quart")
+    monkeypatch.setattr(profile_routes.dynamic_control, "send", lambda *a, **k: None)
+    app = quart.Quart("dynamic_front_end")
+    app.config["client"] = object()
+    app.register_blueprint(profile_routes._quart_blueprint())
+
+    async def call(path, data):
+        answer = await app.test_client().post(path, data=data,
+                                              headers={"Content-Type": "application/json"},
+                                              scope_base={"client": ("127.0.0.1", 40000)})
+        return answer.status_code, await answer.get_json()
+
+    async def calls():
+        return [await call("/start_profile", NESTED), await call("/start_profile", b"null"),
+                await call("/start_profile", TOO_LARGE), await call("/stop_profile", TOO_LARGE),
+                await call("/start_profile", b'{"max": 2}')]
+
+    nested, null, large_start, large_stop, fine = asyncio.run(calls())
+    assert nested[0] == 400 and "deeper than the parser follows" in nested[1]["details"]
+    assert null[0] == 400 and "JSON null" in null[1]["details"]
+    assert large_start[0] == 413 and large_stop[0] == 413
+    assert "at most 1048576 bytes" in large_start[1]["details"]
+    assert fine[0] == 200
+
+
+def test_a_token_no_http_client_can_present_is_refused_at_start_up_naming_the_flag():
+    # Before: accepted; headers arrive as latin-1, so no UTF-8 client could ever match it.
+    from mindspeed_prof.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--profile-http-token must be ASCII"):
+        parse_profile_flags(["--profile", "--profile-http-token", "pässwörd"], environ={})
+    with pytest.raises(ConfigError, match="--profile-http-token must be ASCII"):
+        parse_profile_flags(["--profile"], environ={"MINDSPEED_PROF_HTTP_TOKEN": "pässwörd"})
