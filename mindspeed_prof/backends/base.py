@@ -27,6 +27,9 @@ class Backend:
         self.failed = False
         self.on_saved = None  # the manager's callback, run when the data reaches disk
         self.saving_thread = None  # ident of the thread writing/parsing right now, if any
+        # Seconds the trace's export took on the thread that ended the window (None: not
+        # measured apart from the stop, or done in the background).
+        self.export_s = None
 
     def _mark_saved(self):
         self.saved.set()

@@ -140,10 +140,13 @@ class TorchBackend(Backend):
 
     def _export(self, prof, path):
         error = None
+        began = time.perf_counter()
         try:
             prof.export_chrome_trace(path)
         except Exception as exc:  # noqa: BLE001 - a failed export must not end the training
             error = str(exc)
+        if self.config.profile_analyse == "sync":
+            self.export_s = (self.export_s or 0.0) + time.perf_counter() - began
         self._finish_export(path, error, prof)
 
     def _finish_export(self, path, error, prof=None):

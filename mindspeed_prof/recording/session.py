@@ -15,6 +15,7 @@ Two process-wide rules live here because only sessions see every profiler:
 import contextlib
 import os
 import threading
+import time
 from typing import Any, Callable, ContextManager, Iterator, List, Optional
 
 from .. import backends
@@ -86,6 +87,7 @@ class Session:
         self._report, self._owner = report, owner
         self._on_saved, self._on_failure = on_saved, on_failure
         self.memory = WindowMemory(backend_args["config"], report, backend_name)
+        self.ending_s = 0.0  # the window's end on its thread: the last step's save and the stop
 
     @classmethod
     def for_plan(cls, plan: Any, schedule: StepSchedule, manifest: Any, backend_name: str,
@@ -159,7 +161,9 @@ class Session:
         if executed and n >= self.schedule.start:
             self.window.record(n)
         if self.ends_window(n):
+            began = time.perf_counter()
             self.backend.step()  # the schedule's last step: the trace is saved here
+            self.ending_s += time.perf_counter() - began
             return True
         self.step_due = True
         return False
@@ -170,10 +174,29 @@ class Session:
         with final_flush():
             if self.running:
                 self.running = False
+                began = time.perf_counter()
                 with self.failing_safely("stop"):
                     self.backend.stop()
+                self.ending_s += time.perf_counter() - began
             self._save_memory()
             self._on_saved(self)
+
+    def ending_words(self, unit: Any) -> str:
+        """What the window's end added to its last unit, for the log line beside the host's own
+        unit times (Megatron's iteration time of that unit includes it)."""
+        last = self.schedule.end - 1 if self.schedule.end is not None else None
+        export = getattr(self.backend, "export_s", None)
+        where = f"{unit.name} {last}" if last is not None else f"the last {unit.name}"
+        if export is not None:
+            spent = (f"the profiler's stop took {max(0.0, self.ending_s - export):.3f} s and "
+                     f"writing its trace {export:.3f} s")
+        elif self._backend_args["config"].profile_analyse == "sync":
+            spent = f"the profiler's stop and export took {self.ending_s:.3f} s"
+        else:
+            spent = (f"the profiler's stop took {self.ending_s:.3f} s (the trace is written in "
+                     f"the background: --profile-analyse async)")
+        return (f"window {self.schedule.start}-{last} ended: {spent}, inside {where}; that "
+                f"{unit.name}'s time in the log includes it")
 
     def _save_memory(self) -> None:
         self.memory.finish(self._backend_args["save_dir"], self._backend_args["rank"])

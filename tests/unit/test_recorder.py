@@ -157,3 +157,31 @@ def test_sessions_without_a_warm_up_unit_do_not_warn_in_the_users_log(tmp_path, 
     run(recorder, range(1, 4))
     recorder.close()
     assert not [w for w in recwarn if "warmup" in str(w.message)]
+
+
+def test_the_first_profiled_rank_says_what_the_windows_end_added_to_its_last_iteration(
+        tmp_path, capsys):
+    # Before: Megatron's log showed the window's last iteration 3-7x the others, no word why.
+    import re
+
+    for analyse, rank, profiled in (("sync", 0, [0, 1]), ("async", 0, [0]), ("sync", 1, [0, 1])):
+        folder = tmp_path / f"{analyse}{rank}"
+        recorder = WindowRecorder(config(folder, profile_analyse=analyse, profile_ranks=profiled),
+                                  rank=rank, world_size=2)
+        recorder.arm(first=1, last=5)
+        run(recorder, range(1, 6))
+        recorder.close()
+        out = capsys.readouterr().out
+        said = [line for line in out.splitlines() if "window 2-3 ended" in line]
+        if rank:
+            assert said == [], out  # one line per job: the lowest profiled rank's
+            continue
+        assert len(said) == 1 and said[0].startswith("[mindspeed_prof rank 0] "), out
+        if analyse == "sync":
+            assert re.search(r"the profiler's stop took \d+\.\d{3} s and writing its trace "
+                             r"\d+\.\d{3} s, inside iteration 3; that iteration's time in the "
+                             r"log includes it", said[0]), said
+        else:
+            assert re.search(r"stop took \d+\.\d{3} s \(the trace is written in the "
+                             r"background: --profile-analyse async\), inside iteration 3",
+                             said[0]), said
