@@ -210,11 +210,12 @@ class WindowRecorder(RecorderPolling, RecorderShutdown, OnDemandWindows):
             elif self._budget is not None and self._budget.limit_gb is not None:
                 self._stop_if_over_budget()
 
-    def _say_window_end(self, session: Session) -> None:
+    def _say_window_end(self, session: Optional[Session]) -> None:
         """On the first profiled rank (rank 0 when it records): the seconds the window's end
         added to its last unit, which the host's log shows 3-7x the others with no word why."""
         plan = self.plan
-        if self._units is None and plan.selected_ranks and plan.rank == min(plan.selected_ranks):
+        if session is not None and self._units is None and plan.selected_ranks \
+                and plan.rank == min(plan.selected_ranks):
             log.info(session.ending_words(plan.unit), rank=plan.rank)
 
     # The names the training code has always used.
