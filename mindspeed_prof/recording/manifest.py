@@ -24,7 +24,7 @@ from .. import log, manifest_schema
 from ..config.budget import used_bytes
 from ..errors import ConfigError
 from ..layout import manifest_path
-from .exits import SignalSafeLock, writing
+from .sections import SignalSafeLock, writing
 from .manifest_entries import PlannedWindow, WindowEntry, overall_status
 from .run_id import job_run
 from ..version import __version__

@@ -20,7 +20,8 @@ from typing import Any, Callable, ContextManager, Iterator, List, Optional
 
 from .. import backends
 from ..backends.memory import WindowMemory
-from .exits import SignalSafeLock, final_flush
+from .flush import final_flush
+from .sections import SignalSafeLock
 from .manifest import WindowEntry
 from .notices import failure_fix
 from ..config.window import StepSchedule

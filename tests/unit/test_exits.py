@@ -559,8 +559,8 @@ BLOCKED_MANIFEST_WRITE = """
     import json, os, signal, sys, torch
     signal.signal(signal.SIGINT, signal.default_int_handler)
     from mindspeed_prof import ProfilerConfig, profile
-    from mindspeed_prof.recording import exits
-    exits.SIGNAL_FLUSH_TIMEOUT_S = 1  # the flush bound, short for the test
+    from mindspeed_prof.recording import sections
+    sections.SIGNAL_FLUSH_TIMEOUT_S = 1  # the flush bound, short for the test
     save = sys.argv[1]
     config = ProfilerConfig(profile=True, profile_step_start=3, profile_step_end=5,
                             profile_save_path=save, profile_backend="torch", profile_ranks=[0])
