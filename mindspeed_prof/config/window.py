@@ -9,7 +9,7 @@ step counter to the logged iteration: the trace's ``ProfilerStep#N`` then *is* i
 
 import itertools
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from ..errors import ConfigError
 
@@ -334,6 +334,13 @@ class WindowRequest:
     length: int = 0
     prefix: Optional[str] = None
     by: str = "http"
+    # A window a rule chose for this rank (a trigger request, a capture): the sessions it
+    # opens, the window they record (for per-unit sessions), and whether they take the place
+    # of what is queued (a trigger request) or go before it (a capture). Empty: the sessions
+    # follow from ``delay`` and ``length`` (an HTTP start).
+    sessions: Tuple["StepSchedule", ...] = ()
+    window: Optional["StepSchedule"] = None
+    replaces_queue: bool = False
 
     def origin(self, asked_at: int) -> Dict[str, Any]:
         return {"by": self.by, "asked_before": asked_at, "delay": self.delay,
