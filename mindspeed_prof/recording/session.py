@@ -52,8 +52,20 @@ class SessionSlot:
             if self._holder is owner:
                 self._holder = None
 
+    @property
+    def taken(self) -> bool:
+        return self._holder is not None
+
 
 PROCESS = SessionSlot()
+
+
+def window_recording() -> bool:
+    """Whether a window records on this process now: a recorder's session holds the process's
+    one profiler, from its first unit (a warm-up one included) to its stop. The stable question
+    for code outside the recorder that adds to a trace only inside windows (schedule marks); one
+    attribute read. A recorder's own ``recording`` answers it for that recorder."""
+    return PROCESS.taken
 
 
 @contextlib.contextmanager

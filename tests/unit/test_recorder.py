@@ -185,3 +185,19 @@ def test_the_first_profiled_rank_says_what_the_windows_end_added_to_its_last_ite
             assert re.search(r"stop took \d+\.\d{3} s \(the trace is written in the "
                              r"background: --profile-analyse async\), inside iteration 3",
                              said[0]), said
+
+
+def test_whether_a_window_records_on_this_process_is_one_call_true_only_inside_windows(tmp_path):
+    from mindspeed_prof.recording.session import window_recording
+
+    recorder = WindowRecorder(config(tmp_path))  # records 2-3, warm-up at 1
+    recorder.arm(first=1, last=5)
+    seen = []
+    for n in range(1, 6):
+        recorder.begin(n)
+        seen.append((window_recording(), recorder.recording))
+        work()
+        recorder.end(n)
+    recorder.close()
+    assert seen == [(True, True), (True, True), (True, True), (False, False), (False, False)]
+    assert window_recording() is False
