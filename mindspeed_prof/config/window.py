@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
 from ..errors import ConfigError
+from . import polled
 
 # Active length used when the window runs "until training ends" and train_iters is unknown
 # (plain loops): the profiler records until stop().
@@ -227,15 +228,14 @@ def parse_forward_range(tokens):
 
 def several_windows(config):
     """True when each window gets its own ``iter_{first}-{last}/`` folder."""
-    return bool(config.profile_every or config.profile_steps or config.profile_trigger_file
-                or config.captures)
+    return bool(config.profile_every or config.profile_steps or polled.polled(config))
 
 
 def passed_windows(config, first_iteration):
     """The ``--profile-steps`` / ``--profile-every`` windows a resumed run skips (inclusive)."""
     if config.profile_steps:
         return [(a, b) for a, b in config.profile_steps if a < first_iteration]
-    if config.profile_every and not config.profile_trigger_file:
+    if config.profile_every and not polled.replaces_every(config):
         start, end, every = config.profile_step_start, config.profile_step_end, config.profile_every
         return [(start + k * every, end - 1 + k * every)
                 for k in range(_first_every_index(config, first_iteration))]
@@ -251,12 +251,12 @@ def plan_windows(config, *, first_iteration=1, train_iters=None, exit_interval=N
     """
     if config.profile_steps:
         return _plan_steps(config, first_iteration, train_iters, exit_interval)
-    if config.profile_trigger_file:
-        return []  # profile on request only
+    if polled.replaces_every(config):
+        return []  # profile on request only (the trigger file)
     if config.profile_every:
         return _plan_every(config, first_iteration, train_iters, exit_interval)
-    if config.captures:
-        return []  # captures by themselves; --profile-step-start/-end alone plan no window
+    if polled.polled(config):
+        return []  # windows at run time; --profile-step-start/-end alone plan no window
     return [plan_window(start=config.profile_step_start, end=config.profile_step_end,
                         first_iteration=first_iteration, train_iters=train_iters,
                         exit_interval=exit_interval)]

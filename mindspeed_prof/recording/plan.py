@@ -17,6 +17,7 @@ from .. import layout
 from ..config.profiler_config import ProfilerConfig
 from ..errors import ConfigError
 from ..config.units import ITERATION, Unit, in_words
+from ..config.polled import polled
 from ..config.window import OPEN_ENDED, StepSchedule, last_iteration, plan_windows, several_windows
 
 LayoutOf = Callable[[int], dict]
@@ -49,8 +50,7 @@ class Plan:
     def polling(self) -> bool:
         """This rank takes part in the poll of the on-demand trigger and the capture rules
         (every rank does, selected or not)."""
-        config = self.config
-        return config.profile and bool(config.profile_trigger_file or config.captures)
+        return self.config.profile and polled(self.config)
 
     @property
     def idle(self) -> bool:
