@@ -4,8 +4,9 @@ The plan needs three answers of each: whether the config turns it on (then every
 part in the poll every ``--profile-trigger-poll`` units, and every window gets a folder of its
 own), and whether it takes the place of the flags' repeated windows (``--profile-every``) or
 only of the one default window. ``window.py`` and ``recording/plan.py`` ask this table, never a
-source by name; a new source is a row here and its module in ``control/`` (which turns what the
-poll agreed into a ``WindowRequest`` for the recorder's one door, ``request_window``).
+source by name. A new source is a row here, its rule in ``control/``, and what every rank agreed
+turned into a ``WindowRequest`` for the recorder's one door, ``request_window`` (the poll's one
+exchange, ``control/captures.CapturePoll``, still carries the two sources' answers side by side).
 """
 
 from dataclasses import dataclass
