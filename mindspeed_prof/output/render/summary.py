@@ -33,8 +33,11 @@ def summary_dict(summary):
             "engine_windows": r.engine_windows, "notes": r.notes,
         })
     data = {"directory": summary.directory, "top": summary.top, "ranks": ranks,
-            "overall": _overall(summary), "slow_ranks": slow_ranks(summary.ranks),
+            "overall": _overall(summary),
+            "slow_ranks": slow_ranks(summary.ranks, getattr(summary, "waits", None)),
             "notes": summary.notes}
+    if getattr(summary, "waits", None):
+        data["waits"] = summary.waits
     if summary.run is not None:
         data["run"] = summary.run
     return data
@@ -99,8 +102,10 @@ def summary_csv(summary):
     for section in ("top_kernels", "op_types", "top_ops"):
         _items(writer, section, "all", data["overall"][section])
     for slow in data["slow_ranks"]:
-        for key in ("step_time_us", "deviation_us", "deviation_pct", "explained_by"):
-            writer.writerow(["slow_ranks", slow["rank"], "", "", "", key, slow[key]])
+        for key in ("step_time_us", "deviation_us", "deviation_pct", "explained_by",
+                    "made_wait_us", "arrived_last", "own_wait_us", "reason"):
+            if key in slow:
+                writer.writerow(["slow_ranks", slow["rank"], "", "", "", key, slow[key]])
     return safe.lines(out.getvalue())
 
 

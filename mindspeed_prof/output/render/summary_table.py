@@ -4,6 +4,7 @@ breakdown was computed from, what each SHARE is a share of, and (``--steps``) ev
 from ..read import columns
 from ..summary import engine_steps
 from ..summary.compare import SLOW_RANK_PCT
+from ..waits.analyse import SLOW_WAIT_PCT as WAIT_PCT
 from . import many, safe
 
 SHORT = {
@@ -86,7 +87,12 @@ def _slowest(ranks, count=5):
 
 
 def _slow_ranks_lines(entries):
-    """Only ranks at least SLOW_RANK_PCT above the median are listed; else one line says so."""
+    """Only ranks at least SLOW_RANK_PCT above the median are listed; else one line says so.
+    Where the wait analysis judged the ranks: the ranks others wait for (``_waited_for``)."""
+    if any(e.get("judged_by") == "waits" for e in entries):
+        return _waited_for([e for e in entries if e.get("judged_by") == "waits"]) + (
+            _slow_ranks_lines([e for e in entries if e.get("judged_by") != "waits"])
+            if sum(1 for e in entries if e.get("judged_by") != "waits") > 1 else [])
     mixed = any("backend" in s for s in entries)
     flagged = [s for s in entries if s.get("slow", True)]
     if not flagged:
@@ -104,6 +110,27 @@ def _slow_ranks_lines(entries):
                      f"{slow['deviation_us']:+.1f} ({slow['deviation_pct']:+.1f}%)",
                      _cause(slow)])
     return lines + _table(rows)
+
+
+def _waited_for(entries):
+    """The ranks whose lateness the others wait out in collectives, with the reason."""
+    flagged = [e for e in entries if e["slow"]]
+    if not flagged:
+        most = max(entries, key=lambda e: (e["made_wait_us"] or 0.0, -e["rank"]))
+        return ["", f"Slow ranks: none (no rank made the other members of its collectives wait "
+                    f"{WAIT_PCT:g}% of the median step time or more per step; the most: rank "
+                    f"{most['rank']}, {(most['delay_per_step_us'] or 0.0) / 1000:.3f} ms per "
+                    f"step)"]
+    lines = ["", f"Slow ranks: the ranks others wait for in collectives (each member waited "
+                 f"{WAIT_PCT:g}% of the median step time or more per step for it)"]
+    rows = [["RANK", "PLACE", "GROUP", "ARRIVED LAST", "OTHERS WAITED(ms)", "SHARE",
+             "REASON", "STEP TIME VS MEDIAN"]]
+    for e in flagged:
+        rows.append([str(e["rank"]), e["place"] or "-", f"{e['group']} {e['kind']}",
+                     str(e["arrived_last"]), f"{e['made_wait_us'] / 1000:.3f}",
+                     f"{e['group_share_pct']:.0f}%", e["reason"] or "not in the breakdown",
+                     f"{e['deviation_pct']:+.1f}%"])
+    return lines + _table(rows) + [e["line"] for e in flagged]
 
 
 def _bases(ranks):

@@ -17,6 +17,7 @@ from .. import cache
 from ..read import claims, columns, dbsummary, kernels
 from ..read.csvtable import CsvTable, number
 from ..read.errors import CorruptFile
+from ..timeline import clock
 from . import aggregate, npu_db, requests, torchtrace
 from .aggregate import Item
 from .model import RankSummary
@@ -163,6 +164,14 @@ def _torch(run, rank_summary):
     if trace.unreadable:
         rank_summary.notes.append(f"{run.rel}: {trace.unreadable:,} event(s) whose ts or dur is "
                                   f"not a finite number, left out of the times")
+    mine = {c[0] for c in trace.collectives}
+    rank_summary.collectives = [c for c in rank_summary.collectives if c[0] not in mine]
+    if trace.collectives or trace.spans:  # the rank's clock: ts + torch's base (clock.py)
+        base_us = clock.trace_clock(run.path)[0] / 1000.0
+        rank_summary.collectives.extend([*c[:4], c[4] + base_us, c[5] + base_us]
+                                        for c in trace.collectives)
+        rank_summary.spans.update({n: (a + base_us, b + base_us)
+                                   for n, (a, b) in trace.spans.items()})
     for name, (self_us, count, category) in trace.ops.items():
         item = rank_summary.ops.get(name)
         if item is None:

@@ -34,14 +34,42 @@ def backends(rank_summaries):
     return sorted({r.backend for r in rank_summaries if r.backend})
 
 
-def slow_ranks(rank_summaries):
-    """Ranks by mean step time, slowest first, with what sets each apart from the median;
-    against each backend's own median when there are several (each entry then names it)."""
+def slow_ranks(rank_summaries, waits=None):
+    """Slow ranks: where the wait analysis (``output/waits``) covers a rank, the ranks others
+    wait for in collectives, most waited-for first, each with its reason and place; step-time
+    deviation stays beside it (in a synchronous job every rank's step time is the same, so it
+    cannot tell). Ranks it does not cover (NPU captures, merged node reports): by mean step
+    time against the median, as before. Against each backend's own median when there are
+    several (each entry then names it)."""
     groups = backends(rank_summaries)
     if len(groups) < 2:
-        return _slow_ranks(rank_summaries)
-    return [{**entry, "backend": backend} for backend in groups
-            for entry in _slow_ranks([r for r in rank_summaries if r.backend == backend])]
+        entries = _slow_ranks(rank_summaries)
+    else:
+        entries = [{**entry, "backend": backend} for backend in groups
+                   for entry in _slow_ranks([r for r in rank_summaries if r.backend == backend])]
+    return _by_waits(entries, waits) if waits else entries
+
+
+def _by_waits(entries, waits):
+    """Step-time entries of the ranks the wait analysis covers, judged by it instead."""
+    covered = {row["rank"]: row for row in waits["ranks"]}
+    slow = {row["rank"]: row for row in waits["slow_ranks"]}
+    order = {row["rank"]: i for i, row in enumerate(waits["ranks"])}
+    judged, rest = [], []
+    for entry in entries:
+        if entry["rank"] not in covered or entry.get("backend", "torch") != "torch":
+            rest.append(entry)
+            continue
+        mine = slow.get(entry["rank"], covered[entry["rank"]])
+        judged.append({**entry, "judged_by": "waits", "slow": entry["rank"] in slow,
+                       "step_time_slow": entry["slow"],
+                       **{k: mine.get(k) for k in WAIT_KEYS}})
+    judged.sort(key=lambda e: order[e["rank"]])
+    return judged + rest
+
+
+WAIT_KEYS = ("place", "arrived_last", "made_wait_us", "own_wait_us", "delay_per_step_us",
+             "group", "kind", "group_share_pct", "reason", "grew", "line")
 
 
 def _slow_ranks(rank_summaries):

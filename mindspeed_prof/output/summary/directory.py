@@ -82,9 +82,22 @@ def summarize_directory(path: "str | os.PathLike[str]", top: int = 10,
                                     if (r.rank, r.backend) == key])
         summary.ranks.append(rank_summary)
     summary.notes.extend(_two_backends(by_key))
+    summary.waits = _waits(summary, manifests)
     if only is None:
         summary.notes.extend(closing_notes(summary, path))
     return summary
+
+
+def _waits(summary, manifests):
+    """The wait analysis of the torch ranks (output/waits), named by the manifests' layout."""
+    from ..waits import Layout, analyse
+
+    data = {rank: getattr(m, "data", None) for rank, m in manifests.items()}
+    layout = Layout.from_manifests({rank: d.get("parallel") for rank, d in data.items()
+                                    if isinstance(d, dict)})
+    hosts = {rank: d.get("hostname") if isinstance(d.get("hostname"), str) else None
+             for rank, d in data.items() if isinstance(d, dict)}
+    return analyse([r for r in summary.ranks if r.backend == "torch"], layout, hosts)
 
 
 def _two_backends(by_key):
@@ -141,6 +154,10 @@ def _absorb(target, partial):
     target.steps = [s for s in target.steps if (s["step"], s.get("device")) not in replaced]
     target.steps.extend(partial.steps)
     target.requests.extend(partial.requests)
+    replaced_steps = {c[0] for c in partial.collectives}
+    target.collectives = [c for c in target.collectives if c[0] not in replaced_steps]
+    target.collectives.extend(partial.collectives)
+    target.spans.update(partial.spans)
     aggregate.merge_into(target.kernels, partial.kernels)
     aggregate.merge_into(target.ops, partial.ops)
     real = "op_statistic.csv"

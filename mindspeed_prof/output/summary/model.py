@@ -21,6 +21,10 @@ class RankSummary:
     engine_windows: list = field(default_factory=list)  # dynamic engine (engine_steps.py)
     notes: list = field(default_factory=list)
     basis: Optional[str] = None  # what the step breakdown was computed from
+    # torch: each collective's work [step, name, group, bytes, start_us, end_us] on this rank's
+    # clock (summary/collectives.py), for output/waits
+    collectives: list = field(default_factory=list)
+    spans: dict = field(default_factory=dict)  # torch: N -> (start_us, end_us), same clock
 
     def breakdown(self):
         """Mean of each component over the profiled steps."""
@@ -46,6 +50,7 @@ class Summary:
     ranks: list = field(default_factory=list)
     notes: list = field(default_factory=list)
     run: Optional[str] = None  # the run summarised, when manifests name one (read/jobruns.py)
+    waits: Optional[dict] = None  # who makes everyone wait (output/waits), where traces say
 
     def rank(self, rank):
         return next((r for r in self.ranks if r.rank == rank), None)

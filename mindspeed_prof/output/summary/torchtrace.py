@@ -15,7 +15,7 @@ from .. import cache
 from ..read import jsonstream
 from ..read.errors import CorruptFile
 from ..read.tracescan import STEP_PREFIX, step_number, to_float
-from . import torchsteps
+from . import collectives, torchsteps
 
 # Annotations and Python frames wrap operators; they are kept as parents but are not operators.
 NOT_OPERATORS = ("python_function", "Trace", "user_annotation", "gpu_user_annotation")
@@ -31,18 +31,25 @@ class TraceSummary:
     breakdown: dict = field(default_factory=dict)  # N -> {component: us} (torchsteps.py)
     basis: str = ""  # which events the breakdown counts
     unreadable: int = 0  # complete events whose ts or dur is no finite number: left out
+    # each collective's work, in start order: [step, name, group, size, start_us, end_us]
+    # (collectives.py says which events; output/waits matches them across ranks)
+    collectives: list = field(default_factory=list)
+    spans: dict = field(default_factory=dict)  # N -> [start, end] of the step on the CPU
 
     def as_cached(self):
         return {"events": self.events, "steps": list(self.steps.items()),
                 "ops": list(self.ops.items()), "breakdown": list(self.breakdown.items()),
-                "basis": self.basis, "unreadable": self.unreadable}
+                "basis": self.basis, "unreadable": self.unreadable,
+                "collectives": self.collectives, "spans": list(self.spans.items())}
 
     @classmethod
     def from_cached(cls, hit):
         return cls(events=int(hit["events"]), steps={int(n): dur for n, dur in hit["steps"]},
                    ops={name: list(v) for name, v in hit["ops"]},
                    breakdown={int(n): dict(v) for n, v in hit["breakdown"]},
-                   basis=str(hit["basis"]), unreadable=int(hit.get("unreadable", 0)))
+                   basis=str(hit["basis"]), unreadable=int(hit.get("unreadable", 0)),
+                   collectives=[list(c) for c in hit["collectives"]],
+                   spans={int(n): list(v) for n, v in hit["spans"]})
 
 
 class _Thread:
@@ -53,7 +60,7 @@ class _Thread:
         self.kind = array("b")  # torchsteps' OTHER / CPU_COMPUTE / ... per event
 
 
-KIND = "torch_summary"
+KIND = "torch_summary.2"  # .2: with the collectives
 
 
 def remembered_summary(path):
@@ -67,6 +74,7 @@ def summarize_trace(path):
     summary = TraceSummary()
     threads, ids, names, cats, kinds = {}, {}, [], [], []
     spans, device_spans = {}, {}  # N -> (ts, dur): the step on the CPU, on the device
+    found = collectives.Found()
     for batch in jsonstream.iter_event_batches(path):
         summary.events += len(batch)
         for event in batch:
@@ -102,6 +110,8 @@ def summarize_trace(path):
             thread.dur.append(dur)
             thread.name.append(name_id)
             thread.kind.append(kinds[name_id])
+            if kinds[name_id] in collectives.KINDS:
+                found.add(event, name, kinds[name_id], key, ts, dur)
     totals = array("d", bytes(8 * len(names)))
     counts = array("l", bytes(array("l").itemsize * len(names)))
     for thread in threads.values():
@@ -110,6 +120,8 @@ def summarize_trace(path):
         if name.startswith(STEP_PREFIX) or cats[name_id] in NOT_OPERATORS:
             continue
         summary.ops[name] = [totals[name_id], counts[name_id], cats[name_id]]
+    summary.collectives = found.ordered(spans, device_spans)
+    summary.spans = {n: [ts, ts + dur] for n, (ts, dur) in spans.items()}
     if spans:
         summary.basis, summary.breakdown = torchsteps.breakdown(threads.values(), spans,
                                                                 device_spans)

@@ -1,0 +1,246 @@
+"""Who makes everyone wait, and why: the collectives matched across ranks (``match.py``), on
+clocks aligned on their ends (``timeline/clock.py``).
+
+Per collective: each member's arrival, the last to arrive, each member's wait (last arrival −
+own arrival) and the transfer (end − last arrival). Per rank: how often it arrived last, the
+rank-µs it made the others wait, its own wait; per step, the lateness of each rank at arrival
+(its arrival − the first member's, summed over the step's collectives).
+
+A rank is slow when the others wait for it: on average per step, each member of its
+collectives waited at least ``SLOW_WAIT_PCT`` % of the median step time for it. Its reason is
+read from what ran before its late arrival, against the median of the ranks that waited for it
+in the same steps (summary's step breakdown): **compute-bound** (Computing grew: the operator
+that grew most is named), **host-bound** (Free grew: the device idle, or on the CPU the host's
+own time outside operators: Python, data loading, a stall), **slow link** (its collectives'
+transfers take longer than other groups' of the same kind and size). None of these growing by
+a quarter of its lateness: no reason is claimed.
+"""
+
+import statistics
+from collections import defaultdict
+from typing import Any, Dict, List, Optional
+
+from ..timeline import clock
+from . import match
+from .layout import Layout
+
+SLOW_WAIT_PCT = 5.0
+EXPLAINS = 0.25  # a part of the breakdown explains lateness when it grew by this share of it
+SLOW_LINK_RATIO = 1.5  # a group's transfers this much slower than its kind's median: slow link
+SLOW_LINK_MIN_US = 100.0
+PEERS_FOR_OPS = 16  # peers whose operators the slow rank's are compared with
+KINDS = ("reducescatter", "allreduce", "allgather", "alltoall", "broadcast", "barrier",
+         "send", "recv", "reduce", "gather", "scatter")
+SHOWN_KIND = {"reducescatter": "reduce-scatter", "allreduce": "all-reduce",
+              "allgather": "all-gather", "alltoall": "all-to-all"}
+
+
+def kind_of(name: str) -> str:
+    """``gloo:all_reduce``, ``c10d::allreduce_``, ``ncclDevKernel_AllReduce_…``: all-reduce."""
+    flat = name.lower().replace("_", "").replace("-", "")
+    for kind in KINDS:
+        if kind in flat:
+            return SHOWN_KIND.get(kind, kind)
+    return name
+
+
+def analyse(rank_summaries: List[Any], layout: Layout,
+            hosts: Dict[int, Optional[str]]) -> Optional[Dict[str, Any]]:
+    """The wait analysis of the ranks whose captures list collectives; None with fewer than
+    two such ranks."""
+    ranks = {r.rank: r for r in rank_summaries if r.collectives}
+    if len(ranks) < 2:
+        return None
+    clocks = _clocks(ranks, hosts)
+    found = match.keyed({rank: r.collectives for rank, r in ranks.items()})
+    matched, alone = match.instances(found, clocks.offsets_us, clock.END_TOLERANCE_US)
+    steps = sorted({i.step for i in matched})
+    per_rank: Dict[int, Dict[str, float]] = {r: {"arrived_last": 0, "made_wait_us": 0.0,
+                                                 "delay_us": 0.0, "own_wait_us": 0.0,
+                                                 "collectives": 0} for r in ranks}
+    lateness: Dict[int, Dict[int, float]] = defaultdict(lambda: defaultdict(float))
+    made_in_step: Dict[int, Dict[int, float]] = defaultdict(lambda: defaultdict(float))
+    groups: Dict[tuple, Dict[str, Any]] = {}
+    made_in_group: Dict[tuple, Dict[int, float]] = defaultdict(lambda: defaultdict(float))
+    waited_for: Dict[int, set] = defaultdict(set)  # slow rank -> (step, rank) that waited
+    for inst in matched:
+        first, last_at = min(inst.arrivals), max(inst.arrivals)
+        last = inst.ranks[inst.arrivals.index(last_at)]
+        waits = [last_at - a for a in inst.arrivals]
+        others = sum(waits)
+        transfer = max(statistics.median(inst.ends) - last_at, 0.0)
+        for rank, arrival, wait in zip(inst.ranks, inst.arrivals, waits):
+            stats = per_rank[rank]
+            stats["own_wait_us"] += wait
+            stats["collectives"] += 1
+            lateness[rank][inst.step] += arrival - first
+            if rank != last:
+                waited_for[last].add((inst.step, rank))
+        per_rank[last]["arrived_last"] += 1
+        per_rank[last]["made_wait_us"] += others
+        per_rank[last]["delay_us"] += others / (len(inst.ranks) - 1)
+        made_in_step[inst.step][last] += others
+        key = (layout.group_name(inst.ranks), kind_of(inst.name))
+        group = groups.setdefault(key, {"group": key[0], "kind": key[1], "count": 0,
+                                        "members": len(inst.ranks), "bytes": 0.0,
+                                        "sized": 0, "transfer_us": 0.0, "wait_us": 0.0,
+                                        "_transfers": defaultdict(list)})
+        group["count"] += 1
+        group["wait_us"] += others
+        group["transfer_us"] += transfer
+        if isinstance(inst.size, (int, float)):
+            group["bytes"] += inst.size
+            group["sized"] += 1
+        group["_transfers"][inst.size].append(transfer)
+        made_in_group[key][last] += others
+    step_times = [s["step_time"] for r in ranks.values() for s in r.steps
+                  if s.get("step_time") is not None]
+    median_step = statistics.median(step_times) if step_times else None
+    group_rows = _group_rows(groups)
+    table = [{"rank": rank, "place": layout.place(rank), **{k: v for k, v in stats.items()
+                                                            if k != "delay_us"},
+              "delay_per_step_us": stats["delay_us"] / len(steps) if steps else 0.0}
+             for rank, stats in per_rank.items()]
+    table.sort(key=lambda t: (-t["made_wait_us"], t["rank"]))
+    slow = []
+    for row in table:
+        if not median_step or row["delay_per_step_us"] < SLOW_WAIT_PCT / 100 * median_step:
+            continue
+        slow.append(_slow_rank(row, ranks, layout, made_in_group, groups, group_rows,
+                               waited_for, steps, median_step))
+    total = sum(i["wait_us"] for i in group_rows)
+    return {
+        "basis": "collectives matched across ranks by group, kind and order in the step; "
+                 "wait = last arrival − own arrival, transfer = end − last arrival; clocks "
+                 "aligned on collective ends",
+        "clocks": {**clocks.as_dict(), "tolerance_us": clock.END_TOLERANCE_US},
+        "layout": _layout_dict(layout), "steps": steps, "collectives": len(matched),
+        "unmatched_calls": alone, "total_wait_us": total, "median_step_time_us": median_step,
+        "slow_wait_pct": SLOW_WAIT_PCT, "slow_ranks": slow, "ranks": table,
+        "groups": group_rows,
+        "per_step": [{"step": s, "rank": max(made_in_step[s], key=lambda r: (
+            made_in_step[s][r], -r)) if made_in_step[s] else None,
+                      "made_wait_us": max(made_in_step[s].values()) if made_in_step[s] else 0.0}
+                     for s in steps],
+        "lateness": {"steps": steps, "ranks": sorted(ranks),
+                     "us": [[round(lateness[r].get(s, 0.0), 3) for s in steps]
+                            for r in sorted(ranks)]},
+    }
+
+
+def _clocks(ranks, hosts):
+    """Offsets from collective ends, seeded by step boundaries (``clock.align``)."""
+    spans = {rank: dict(r.spans) for rank, r in ranks.items() if r.spans}
+    prior = clock.align(spans, hosts).offsets_us if len(spans) == len(ranks) else {}
+    lengths = [b - a for s in spans.values() for a, b in s.values()]
+    window = 0.5 * statistics.median(lengths) if lengths else float("inf")
+    ends = {key: {rank: v[1] for rank, v in members.items()}
+            for key, members in match.keyed({rank: r.collectives
+                                             for rank, r in ranks.items()}).items()}
+    return clock.align_on_collectives(ends, hosts, prior, window)
+
+
+def _group_rows(groups):
+    rows = []
+    by_kind: Dict[tuple, List[float]] = defaultdict(list)
+    for group in groups.values():
+        for size, transfers in group["_transfers"].items():
+            by_kind[(group["kind"], size)].append(statistics.median(transfers))
+    for group in sorted(groups.values(), key=lambda g: (-g["wait_us"], g["group"], g["kind"])):
+        slower = []
+        for size, transfers in group.pop("_transfers").items():
+            peers = by_kind[(group["kind"], size)]
+            mine, usual = statistics.median(transfers), statistics.median(peers)
+            if len(peers) > 1 and mine > SLOW_LINK_RATIO * usual and \
+                    mine - usual > SLOW_LINK_MIN_US:
+                slower.append({"bytes": size, "transfer_us": mine, "peers_us": usual})
+        sized = group.pop("sized")
+        group["bandwidth_gbps"] = (group["bytes"] / group["transfer_us"] / 1e3
+                                   if sized == group["count"] and group["transfer_us"] > 0
+                                   else None)
+        group["bytes"] = group["bytes"] if sized else None
+        group["slow_link"] = slower
+        rows.append(group)
+    return rows
+
+
+def _slow_rank(row, ranks, layout, made_in_group, groups, group_rows, waited_for, steps,
+               median_step):
+    rank = row["rank"]
+    mine_groups = {k: v[rank] for k, v in made_in_group.items() if v.get(rank)}
+    top = max(mine_groups, key=mine_groups.get)
+    share = 100.0 * mine_groups[top] / groups[top]["wait_us"] if groups[top]["wait_us"] else 0.0
+    waiters = waited_for[rank]
+    deltas = _deltas(ranks[rank], [(s, ranks[r]) for s, r in waiters if r in ranks])
+    late = row["delay_per_step_us"]
+    reason, grew = None, None
+    compute, free = deltas.get("Computing", 0.0), deltas.get("Free", 0.0)
+    if max(compute, free) >= EXPLAINS * late:
+        if compute >= free:
+            reason, grew = "compute-bound", _grew_op(ranks[rank], {r for _, r in waiters},
+                                                     ranks)
+        else:
+            reason = "host-bound"
+            grew = {"what": "host time outside operators" if ranks[rank].basis and
+                    ranks[rank].basis.startswith("CPU") else "device idle",
+                    "us_per_step": free}
+    if reason is None and any(g["slow_link"] for g in group_rows
+                              if (g["group"], g["kind"]) in mine_groups):
+        reason = "slow link"
+    return {**row, "group": top[0], "kind": top[1], "group_share_pct": share,
+            "reason": reason, "grew": grew, "component_deltas_us": deltas,
+            "line": _line(rank, row["place"], top, share, reason, grew)}
+
+
+def _deltas(mine, waiters):
+    """Per breakdown part: the slow rank's mean over the steps where it was waited for, minus
+    the median of the ranks that waited for it in those steps."""
+    by_step: Dict[int, Dict[str, float]] = {s["step"]: s for s in mine.steps}
+    theirs: Dict[int, Dict[str, List[float]]] = defaultdict(lambda: defaultdict(list))
+    for step, peer in waiters:
+        for s in peer.steps:
+            if s["step"] == step:
+                for part in ("Computing", "Free", "Communication(Not Overlapped)"):
+                    if s.get(part) is not None:
+                        theirs[step][part].append(s[part])
+    deltas: Dict[str, List[float]] = defaultdict(list)
+    for step, parts in theirs.items():
+        for part, values in parts.items():
+            if step in by_step and by_step[step].get(part) is not None:
+                deltas[part].append(by_step[step][part] - statistics.median(values))
+    return {part: statistics.fmean(values) for part, values in deltas.items()}
+
+
+def _grew_op(mine, waiters, ranks):
+    """The operator whose self time per step grew most against the ranks that waited."""
+    peers = [ranks[r] for r in sorted(waiters)[:PEERS_FOR_OPS] if r in ranks]
+    if not mine.ops or not peers or not mine.steps:
+        return None
+    best = None
+    for name, item in sorted(mine.ops.items(), key=lambda kv: -kv[1].total_us)[:20]:
+        own = item.total_us / len(mine.steps)
+        others = statistics.median((p.ops[name].total_us if name in p.ops else 0.0)
+                                   / max(len(p.steps), 1) for p in peers)
+        if best is None or own - others > best["us_per_step"]:
+            best = {"what": name, "us_per_step": own - others,
+                    "pct": 100.0 * (own - others) / others if others else None}
+    return best if best and best["us_per_step"] > 0 else None
+
+
+def _line(rank, place, top, share, reason, grew):
+    """``rank 77 · tp1 pp3 dp9 — 41 % of dp9's all-reduce wait, compute-bound (aten::mm
+    +38 %)``."""
+    head = f"rank {rank}" + (f" · {place}" if place else "")
+    why = reason or "cause not in the breakdown"
+    if grew:
+        amount = f"{grew['pct']:+.0f} %" if grew.get("pct") is not None else \
+            f"{grew['us_per_step'] / 1000:+.1f} ms/step"
+        why += f" ({grew['what']} {amount})"
+    return f"{head} — {share:.0f} % of {top[0]}'s {top[1]} wait, {why}"
+
+
+def _layout_dict(layout):
+    if not layout.known:
+        return None
+    return {"tp": layout.tp, "pp": layout.pp, "dp": layout.dp, "cp": layout.cp,
+            "world": layout.world, "order": "tp-cp-ep-dp-pp"}

@@ -1,0 +1,99 @@
+"""Ranks and groups in Megatron's terms: a rank's place (``tp1 pp3 dp9``) and a group's name
+(``dp9``, ``tp0``), from the parallel layout the manifests record, never from a hash id.
+
+Megatron orders ranks ``tp-cp-ep-dp-pp`` by default (tensor parallel fastest): rank =
+tp + TP·(cp + CP·(dp + DP·pp)). A group of one kind is the ranks that share every other
+coordinate; groups of a kind are numbered in the order of their lowest rank. A set of ranks
+that is no such group is named by its ranks (``world`` when it is every rank).
+"""
+
+from dataclasses import dataclass
+from typing import Dict, FrozenSet, Iterable, Optional
+
+KINDS = ("dp", "tp", "pp", "cp")  # a set that is several groups at once takes the first
+_SIZE_KEYS = {"tp": "tensor_model_parallel_size", "pp": "pipeline_model_parallel_size",
+              "dp": "data_parallel_size", "cp": "context_parallel_size"}
+
+
+@dataclass(frozen=True)
+class Layout:
+    tp: int = 1
+    cp: int = 1
+    dp: int = 1
+    pp: int = 1
+    world: Optional[int] = None
+    known: bool = False  # from a manifest's parallel layout
+
+    @classmethod
+    def from_manifests(cls, parallel: Dict[int, dict]) -> "Layout":
+        """The layout the manifests agree on ({rank: manifest's ``parallel``}); unknown when
+        none says it or they disagree, or its sizes do not multiply to its world size."""
+        seen = set()
+        for data in parallel.values():
+            if not isinstance(data, dict):
+                continue
+            sizes = []
+            for kind in ("tp", "cp", "dp", "pp"):
+                value = data.get(_SIZE_KEYS[kind], 1)
+                sizes.append(value if isinstance(value, int) and not isinstance(value, bool)
+                             and value >= 1 else None)
+            world = data.get("world_size")
+            seen.add((*sizes, world if isinstance(world, int) else None))
+        if len(seen) != 1:
+            return cls()
+        tp, cp, dp, pp, world = seen.pop()
+        if None in (tp, cp, dp, pp) or (world is not None and tp * cp * dp * pp != world):
+            return cls()
+        return cls(tp, cp, dp, pp, tp * cp * dp * pp, True)
+
+    def coords(self, rank: int) -> Dict[str, int]:
+        tp, rest = rank % self.tp, rank // self.tp
+        cp, rest = rest % self.cp, rest // self.cp
+        dp, pp = rest % self.dp, rest // self.dp
+        return {"tp": tp, "cp": cp, "dp": dp, "pp": pp}
+
+    def place(self, rank: int) -> Optional[str]:
+        """``tp1 pp3 dp9`` (``cp`` too when the layout has it); None when unknown."""
+        if not self.known or self.world is None or not 0 <= rank < self.world:
+            return None
+        c = self.coords(rank)
+        return " ".join(f"{k}{c[k]}" for k in ("tp", "pp", "dp", "cp") if k != "cp" or self.cp > 1)
+
+    def members(self, kind: str, rank: int) -> FrozenSet[int]:
+        """The ranks of ``rank``'s group of ``kind``."""
+        c = self.coords(rank)
+        found = []
+        for i in range(getattr(self, kind)):
+            c2 = {**c, kind: i}
+            found.append(c2["tp"] + self.tp * (c2["cp"] + self.cp * (c2["dp"] + self.dp * c2["pp"])))
+        return frozenset(found)
+
+    def index(self, kind: str, rank: int) -> int:
+        """The number of ``rank``'s group of ``kind`` among that kind's groups by lowest rank."""
+        c = self.coords(rank)
+        if kind == "tp":
+            return rank // self.tp
+        if kind == "pp":
+            return rank % (self.tp * self.cp * self.dp)
+        if kind == "dp":
+            return c["pp"] * self.tp * self.cp + c["cp"] * self.tp + c["tp"]
+        return (c["dp"] + self.dp * c["pp"]) * self.tp + c["tp"]  # cp
+
+    def group_name(self, ranks: Iterable[int]) -> str:
+        """``dp3`` / ``tp0`` ... for a group of the layout, else the ranks themselves."""
+        members = frozenset(ranks)
+        first = min(members)
+        if self.known and self.world is not None and max(members) < self.world:
+            for kind in KINDS:
+                if getattr(self, kind) > 1 and self.members(kind, first) == members:
+                    return f"{kind}{self.index(kind, first)}"
+            if len(members) == self.world:
+                return "world"
+        return "ranks " + _span(sorted(members))
+
+
+def _span(ranks) -> str:
+    if len(ranks) > 2 and ranks == list(range(ranks[0], ranks[-1] + 1)):
+        return f"{ranks[0]}-{ranks[-1]}"
+    shown = ",".join(str(r) for r in ranks[:8])
+    return shown + (f",… ({len(ranks)} ranks)" if len(ranks) > 8 else "")

@@ -1,0 +1,87 @@
+"""One collective across the ranks of its group: matched by group, kind and order in the step.
+
+Every rank of a group calls its collectives in the same order, so the k-th ``all_reduce`` of
+group G in step N is one collective on each member. Where the trace names no group (gloo on
+the CPU), the key is the step, the kind and the order alone, and the ends decide: members of
+one collective leave it together, so the ranks of a key split where their ends lie more than
+the tolerance apart (a group of one on each rank, two groups of one kind: TP pairs), and a rank
+left alone in its part was in no shared collective (counted, never matched).
+"""
+
+from dataclasses import dataclass
+from typing import Dict, Iterator, List, Tuple
+
+# clocks aligned on ends agree to this; a later arrival came after a member had left
+ARRIVAL_SLACK_US = 50.0
+Key = Tuple[int, str, str, int]  # step, group, name, order within the step
+
+
+@dataclass
+class Instance:
+    step: int
+    name: str
+    group: str  # what the trace said of the group ("" when nothing)
+    size: object  # bytes, or None
+    ranks: List[int]
+    arrivals: List[float]  # aligned
+    ends: List[float]
+
+
+def keyed(collectives: Dict[int, list]) -> Dict[Key, Dict[int, Tuple[float, float, object]]]:
+    """{key: {rank: (start, end, bytes)}} on each rank's own clock."""
+    found: Dict[Key, Dict[int, Tuple[float, float, object]]] = {}
+    for rank, items in collectives.items():
+        order: Dict[Tuple[int, str, str], int] = {}
+        for step, name, group, size, start, end in items:
+            head = (step, group, name)
+            n = order.get(head, 0)
+            order[head] = n + 1
+            found.setdefault((step, group, name, n), {})[rank] = (start, end, size)
+    return found
+
+
+def instances(found: Dict[Key, Dict[int, Tuple[float, float, object]]],
+              offsets: Dict[int, float], tolerance_us: float) -> Tuple[List[Instance], int]:
+    """The matched collectives (two members or more) and how many calls matched none."""
+    matched, alone = [], 0
+    for (step, group, name, _), members in found.items():
+        for part in _parts(members, offsets, tolerance_us):
+            part = _together(part, members, offsets)
+            alone += len(members) - len(part) if len(part) >= 2 else 0
+            if len(part) < 2:
+                alone += len(part)
+                continue
+            sizes = {members[r][2] for r in part}
+            matched.append(Instance(step, name, group, sizes.pop() if len(sizes) == 1 else None,
+                                    part, [members[r][0] + offsets.get(r, 0.0) for r in part],
+                                    [members[r][1] + offsets.get(r, 0.0) for r in part]))
+    return matched, alone
+
+
+def _together(part, members, offsets):
+    """The members that were in the collective together: none left it before the last one
+    arrived (a rank arriving after another left was in a different one: a group of one on
+    each rank). The latest arrivals are dropped until that holds."""
+    part = sorted(part, key=lambda r: members[r][0] + offsets.get(r, 0.0))
+    while len(part) >= 2:
+        first_end = min(members[r][1] + offsets.get(r, 0.0) for r in part)
+        if members[part[-1]][0] + offsets.get(part[-1], 0.0) <= first_end + ARRIVAL_SLACK_US:
+            break
+        part.pop()
+    return part
+
+
+def _parts(members, offsets, tolerance_us) -> Iterator[List[int]]:
+    """The ranks of one key, split where their aligned ends are more than the tolerance apart."""
+    ordered = sorted(members, key=lambda r: members[r][1] + offsets.get(r, 0.0))
+    part: List[int] = []
+    last = None
+    for rank in ordered:
+        end = members[rank][1] + offsets.get(rank, 0.0)
+        if part and end - last > tolerance_us:
+            yield part
+            part = []
+        part.append(rank)
+        last = end
+    if part:
+        yield part
