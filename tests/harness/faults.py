@@ -10,6 +10,9 @@ Iterations are the logged (1-based) numbers. Environment knobs:
   straggler: a rank that stays slow);
 * ``HARNESS_BUSY_FROM_ITER=N:SECONDS``: compute (``aten::mm``) for about that long inside every
   iteration from N on (a slowed operator: the time shows in the trace, on that operator);
+* ``HARNESS_SLOW_FORWARD_FROM_ITER=N:SECONDS``: every forward step (each micro-batch's
+  ``forward_step_func``) of every iteration from N on first computes (``aten::mm``) for about
+  that long: a rank whose forward is slowed (a throttled device), its losses unchanged;
 * ``HARNESS_SLOW_EXPORT_S=SECONDS``: every ``torch.profiler.profile.export_chrome_trace`` sleeps
   that long first (a huge trace, a slow disk), so a test can show who waits for the export;
 * ``HARNESS_TORCH_PROFILER_FAIL=init,start,stop,export``: those ``torch.profiler.profile`` calls
@@ -58,6 +61,8 @@ class FaultPlan:
     slow_s: float = 0.0
     busy_from: int = None
     busy_s: float = 0.0
+    forward_from: int = None
+    forward_s: float = 0.0
     slow_export_s: float = 0.0
     profiler_fail: tuple = ()
     clock_at: int = None
@@ -86,6 +91,7 @@ class FaultPlan:
         clock_at, _, clock_s = knob("HARNESS_CLOCK_AHEAD_AT_ITER").partition(":")
         slow_from, _, slow_s = knob("HARNESS_SLOW_FROM_ITER").partition(":")
         busy_from, _, busy_s = knob("HARNESS_BUSY_FROM_ITER").partition(":")
+        forward_from, _, forward_s = knob("HARNESS_SLOW_FORWARD_FROM_ITER").partition(":")
         fail = tuple(p for p in knob("HARNESS_TORCH_PROFILER_FAIL").split(",") if p)
         unknown = sorted(set(fail) - set(_PROFILER_CALLS))
         if unknown:
@@ -101,6 +107,8 @@ class FaultPlan:
             slow_s=float(slow_s or 0.0),
             busy_from=_optional_int(busy_from),
             busy_s=float(busy_s or 0.0),
+            forward_from=_optional_int(forward_from),
+            forward_s=float(forward_s or 0.0),
             slow_export_s=float(knob("HARNESS_SLOW_EXPORT_S") or 0.0),
             profiler_fail=fail,
             clock_at=_optional_int(clock_at),
@@ -148,6 +156,18 @@ class FaultPlan:
             return original(self, path)
 
         torch.profiler.profile.export_chrome_trace = export_chrome_trace
+
+    def slow_forward(self, forward_step_func, iteration):
+        """``forward_step_func``, slowed from ``forward_from`` on (the same outputs)."""
+        if self.forward_from is None or iteration < self.forward_from:
+            return forward_step_func
+        seconds = self.forward_s
+
+        def forward_step(*args, **kwargs):
+            _busy(seconds)
+            return forward_step_func(*args, **kwargs)
+
+        return forward_step
 
     def at_step(self, iteration):
         """Misbehave as planned for logged iteration ``iteration``."""

@@ -3,11 +3,14 @@ clocks aligned on their ends (``timeline/clock.py``).
 
 Per collective: each member's arrival, the last to arrive, each member's wait (last arrival −
 own arrival) and the transfer (end − last arrival). Per rank: how often it arrived last, the
-rank-µs it made the others wait, its own wait; per step, the lateness of each rank at arrival
+rank-µs it made the others wait, its own wait. A rank late only because it waited for another
+in its previous collective (a DP group waiting for its slow member arrives late at the next
+world-wide collective) passes the others' wait on to the one it waited for; per step, the lateness of each rank at arrival
 (its arrival − the first member's, summed over the step's collectives).
 
-A rank is slow when the others wait for it: on average per step, each member of its
-collectives waited at least ``SLOW_WAIT_PCT`` % of the median step time for it. Its reason is
+A rank is slow when the others wait for it: in the median step, each member of its
+collectives waited at least ``SLOW_WAIT_PCT`` % of the median step time for it (the median:
+one descheduled process or GC pause makes one slow step, which is no slow rank). Its reason is
 read from what ran before its late arrival, against the median of the ranks that waited for it
 in the same steps (summary's step breakdown): **compute-bound** (Computing grew: the operator
 that grew most is named), **host-bound** (Free grew: the device idle, or on the CPU the host's
@@ -24,9 +27,10 @@ from ..timeline import clock
 from . import match
 from .layout import Layout
 
-SLOW_WAIT_PCT = 5.0
+SLOW_WAIT_PCT = 10.0
 EXPLAINS = 0.25  # a part of the breakdown explains lateness when it grew by this share of it
-SLOW_LINK_RATIO = 1.5  # a group's transfers this much slower than its kind's median: slow link
+# a group's transfers this much slower than other groups' of its kind and size: a slow link
+SLOW_LINK_RATIO = 1.5
 SLOW_LINK_MIN_US = 100.0
 PEERS_FOR_OPS = 16  # peers whose operators the slow rank's are compared with
 KINDS = ("reducescatter", "allreduce", "allgather", "alltoall", "broadcast", "barrier",
@@ -52,7 +56,8 @@ def analyse(rank_summaries: List[Any], layout: Layout,
     if len(ranks) < 2:
         return None
     clocks = _clocks(ranks, hosts)
-    found = match.keyed({rank: r.collectives for rank, r in ranks.items()})
+    found = match.keyed({rank: r.collectives for rank, r in ranks.items()},
+                        {rank: r.spans for rank, r in ranks.items()})
     matched, alone = match.instances(found, clocks.offsets_us, clock.END_TOLERANCE_US)
     steps = sorted({i.step for i in matched})
     per_rank: Dict[int, Dict[str, float]] = {r: {"arrived_last": 0, "made_wait_us": 0.0,
@@ -60,13 +65,18 @@ def analyse(rank_summaries: List[Any], layout: Layout,
                                                  "collectives": 0} for r in ranks}
     lateness: Dict[int, Dict[int, float]] = defaultdict(lambda: defaultdict(float))
     made_in_step: Dict[int, Dict[int, float]] = defaultdict(lambda: defaultdict(float))
+    delay_in_step: Dict[int, Dict[int, float]] = defaultdict(lambda: defaultdict(float))
     groups: Dict[tuple, Dict[str, Any]] = {}
     made_in_group: Dict[tuple, Dict[int, float]] = defaultdict(lambda: defaultdict(float))
     waited_for: Dict[int, set] = defaultdict(set)  # slow rank -> (step, rank) that waited
-    for inst in matched:
+    blamed_before: Dict[int, tuple] = {}  # rank -> (its wait, who it waited for) last time
+    for inst in sorted(matched, key=lambda i: max(i.arrivals)):
         first, last_at = min(inst.arrivals), max(inst.arrivals)
-        last = inst.ranks[inst.arrivals.index(last_at)]
+        late = inst.ranks[inst.arrivals.index(last_at)]
+        last = _blamed(inst, late, blamed_before)
         waits = [last_at - a for a in inst.arrivals]
+        for rank, wait in zip(inst.ranks, waits):
+            blamed_before[rank] = (wait, last)
         others = sum(waits)
         transfer = max(statistics.median(inst.ends) - last_at, 0.0)
         for rank, arrival, wait in zip(inst.ranks, inst.arrivals, waits):
@@ -74,12 +84,13 @@ def analyse(rank_summaries: List[Any], layout: Layout,
             stats["own_wait_us"] += wait
             stats["collectives"] += 1
             lateness[rank][inst.step] += arrival - first
-            if rank != last:
+            if rank not in (late, last):
                 waited_for[last].add((inst.step, rank))
-        per_rank[last]["arrived_last"] += 1
+        per_rank[late]["arrived_last"] += 1
         per_rank[last]["made_wait_us"] += others
         per_rank[last]["delay_us"] += others / (len(inst.ranks) - 1)
         made_in_step[inst.step][last] += others
+        delay_in_step[last][inst.step] += others / (len(inst.ranks) - 1)
         key = (layout.group_name(inst.ranks), kind_of(inst.name))
         group = groups.setdefault(key, {"group": key[0], "kind": key[1], "count": 0,
                                         "members": len(inst.ranks), "bytes": 0.0,
@@ -99,12 +110,14 @@ def analyse(rank_summaries: List[Any], layout: Layout,
     group_rows = _group_rows(groups)
     table = [{"rank": rank, "place": layout.place(rank), **{k: v for k, v in stats.items()
                                                             if k != "delay_us"},
-              "delay_per_step_us": stats["delay_us"] / len(steps) if steps else 0.0}
+              "delay_per_step_us": stats["delay_us"] / len(steps) if steps else 0.0,
+              "median_delay_us": statistics.median(delay_in_step[rank].get(s, 0.0)
+                                                   for s in steps) if steps else 0.0}
              for rank, stats in per_rank.items()]
     table.sort(key=lambda t: (-t["made_wait_us"], t["rank"]))
     slow = []
     for row in table:
-        if not median_step or row["delay_per_step_us"] < SLOW_WAIT_PCT / 100 * median_step:
+        if not median_step or row["median_delay_us"] < SLOW_WAIT_PCT / 100 * median_step:
             continue
         slow.append(_slow_rank(row, ranks, layout, made_in_group, groups, group_rows,
                                waited_for, steps, median_step))
@@ -128,6 +141,19 @@ def analyse(rank_summaries: List[Any], layout: Layout,
     }
 
 
+def _blamed(inst, late, before):
+    """Who the others waited for: the last to arrive, unless its lateness is not its own (it
+    came straight from waiting in its previous collective: its own time since then no longer
+    than the others'), then whoever it waited for there."""
+    i = inst.ranks.index(late)
+    lateness = inst.arrivals[i] - statistics.median(inst.arrivals)
+    excess = inst.leads[i] - statistics.median(inst.leads)
+    wait, waited_for = before.get(late, (0.0, late))
+    if lateness > 0 and excess < 0.5 * lateness and wait >= 0.5 * lateness:
+        return waited_for
+    return late
+
+
 def _clocks(ranks, hosts):
     """Offsets from collective ends, seeded by step boundaries (``clock.align``)."""
     spans = {rank: dict(r.spans) for rank, r in ranks.items() if r.spans}
@@ -135,24 +161,25 @@ def _clocks(ranks, hosts):
     lengths = [b - a for s in spans.values() for a, b in s.values()]
     window = 0.5 * statistics.median(lengths) if lengths else float("inf")
     ends = {key: {rank: v[1] for rank, v in members.items()}
-            for key, members in match.keyed({rank: r.collectives
-                                             for rank, r in ranks.items()}).items()}
+            for key, members in match.keyed({rank: r.collectives for rank, r in ranks.items()},
+                                            {}).items()}
     return clock.align_on_collectives(ends, hosts, prior, window)
 
 
 def _group_rows(groups):
     rows = []
-    by_kind: Dict[tuple, List[float]] = defaultdict(list)
+    by_kind: Dict[tuple, Dict[str, float]] = defaultdict(dict)
     for group in groups.values():
         for size, transfers in group["_transfers"].items():
-            by_kind[(group["kind"], size)].append(statistics.median(transfers))
+            by_kind[(group["kind"], size)][group["group"]] = statistics.median(transfers)
     for group in sorted(groups.values(), key=lambda g: (-g["wait_us"], g["group"], g["kind"])):
         slower = []
         for size, transfers in group.pop("_transfers").items():
-            peers = by_kind[(group["kind"], size)]
+            peers = [v for k, v in by_kind[(group["kind"], size)].items() if k != group["group"]]
+            if not peers:
+                continue
             mine, usual = statistics.median(transfers), statistics.median(peers)
-            if len(peers) > 1 and mine > SLOW_LINK_RATIO * usual and \
-                    mine - usual > SLOW_LINK_MIN_US:
+            if mine > SLOW_LINK_RATIO * usual and mine - usual > SLOW_LINK_MIN_US:
                 slower.append({"bytes": size, "transfer_us": mine, "peers_us": usual})
         sized = group.pop("sized")
         group["bandwidth_gbps"] = (group["bytes"] / group["transfer_us"] / 1e3

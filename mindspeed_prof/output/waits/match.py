@@ -25,22 +25,29 @@ class Instance:
     ranks: List[int]
     arrivals: List[float]  # aligned
     ends: List[float]
+    leads: List[float]  # each member's own time since its previous collective (or step start)
 
 
-def keyed(collectives: Dict[int, list]) -> Dict[Key, Dict[int, Tuple[float, float, object]]]:
-    """{key: {rank: (start, end, bytes)}} on each rank's own clock."""
-    found: Dict[Key, Dict[int, Tuple[float, float, object]]] = {}
+def keyed(collectives: Dict[int, list], spans: Dict[int, dict]) -> Dict[Key, Dict[int, tuple]]:
+    """{key: {rank: (start, end, bytes, lead)}} on each rank's own clock; ``lead``: the time
+    since the rank's previous collective of the step ended (else since the step began)."""
+    found: Dict[Key, Dict[int, tuple]] = {}
     for rank, items in collectives.items():
         order: Dict[Tuple[int, str, str], int] = {}
+        previous: Dict[int, float] = {}
+        steps = spans.get(rank, {})
         for step, name, group, size, start, end in items:
             head = (step, group, name)
             n = order.get(head, 0)
             order[head] = n + 1
-            found.setdefault((step, group, name, n), {})[rank] = (start, end, size)
+            since = previous.get(step, steps[step][0] if step in steps else start)
+            previous[step] = max(end, previous.get(step, end))
+            found.setdefault((step, group, name, n), {})[rank] = (start, end, size,
+                                                                  max(start - since, 0.0))
     return found
 
 
-def instances(found: Dict[Key, Dict[int, Tuple[float, float, object]]],
+def instances(found: Dict[Key, Dict[int, tuple]],
               offsets: Dict[int, float], tolerance_us: float) -> Tuple[List[Instance], int]:
     """The matched collectives (two members or more) and how many calls matched none."""
     matched, alone = [], 0
@@ -54,7 +61,8 @@ def instances(found: Dict[Key, Dict[int, Tuple[float, float, object]]],
             sizes = {members[r][2] for r in part}
             matched.append(Instance(step, name, group, sizes.pop() if len(sizes) == 1 else None,
                                     part, [members[r][0] + offsets.get(r, 0.0) for r in part],
-                                    [members[r][1] + offsets.get(r, 0.0) for r in part]))
+                                    [members[r][1] + offsets.get(r, 0.0) for r in part],
+                                    [members[r][3] for r in part]))
     return matched, alone
 
 

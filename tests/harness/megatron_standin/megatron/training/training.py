@@ -165,6 +165,7 @@ def _run_train_step(forward_step_func, data_iterator, model, optimizer, opt_para
     logged_iteration = args.curr_iteration + 1
     _harness.report.record_step(logged_iteration)
     _harness.faults.at_step(logged_iteration)
+    forward_step_func = _harness.faults.slow_forward(forward_step_func, logged_iteration)
 
     rerun_state_machine = get_rerun_state_machine()
     while rerun_state_machine.should_run_forward_backward(data_iterator):
