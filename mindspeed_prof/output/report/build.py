@@ -83,7 +83,7 @@ def part(path: str, top: int, run: Optional[str], title: Optional[str] = None,
             "unit": _unit(chosen.chosen), "check": report.as_dict(),
             "exit_code": report.exit_code, "summary": summary,
             "heatmap": heatmap.matrices(summary["ranks"]),
-            "per_step": per_step(summary["ranks"]),
+            "per_step": per_step(summary["ranks"], summary.get("waits")),
             "slow_ranks": reasons.slow_ranks(summary["slow_ranks"]),
             "communication": communication.communication([r for r in runs
                                                           if r.rank is not None]),
@@ -99,10 +99,16 @@ def _unit(manifests) -> str:
     return "/".join(units) if units else "iteration"
 
 
-def per_step(ranks: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+def per_step(ranks: List[Dict[str, Any]], waits: Optional[Dict[str, Any]] = None) \
+        -> List[Dict[str, Any]]:
     """Per step number: each component's mean over the ranks (and devices) that recorded it,
-    the slowest rank's step time and which rank that is. Rows of different backends are not
-    averaged together: one row per (step, backend)."""
+    the longest step time and the slowest rank: the one the others waited for most in that
+    step where the wait analysis covers it (in a synchronous job step times are equal), else
+    the one with the longest step. Rows of different backends are not averaged together: one
+    row per (step, backend). A step 10 % or more over the median step is slow, with the part
+    that grew most."""
+    waited = {row["step"]: row for row in (waits or {}).get("per_step", []) if row["rank"]
+              is not None}
     keys = (*columns.STEP_COMPONENTS, "step_time")
     grouped: Dict[tuple, list] = {}
     for rank in ranks:
@@ -116,8 +122,32 @@ def per_step(ranks: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
                  for k in keys if any(s.get(k) is not None for _, s in found)}
         timed = [(s["step_time"], r["rank"]) for r, s in found if s.get("step_time") is not None]
         slowest = max(timed, key=lambda t: (t[0], -t[1])) if timed else (None, None)
+        by_waits = backend == "torch" and number in waited
         rows.append({"step": number, "backend": backend, "ranks": len({r["rank"]
                                                                         for r, _ in found}),
                      "mean_us": means, "max_step_time_us": slowest[0],
-                     "slowest_rank": slowest[1]})
+                     "slowest_rank": waited[number]["rank"] if by_waits else slowest[1],
+                     "slowest_by": "waits" if by_waits else "step time"})
+    _slow_steps(rows)
     return rows
+
+
+SLOW_STEP = 1.10  # a step this far over its backend's median step is called out
+
+
+def _slow_steps(rows: List[Dict[str, Any]]) -> None:
+    """Mark each slow step with what grew against the median step (of its backend)."""
+    for backend in {r["backend"] for r in rows}:
+        mine = [r for r in rows if r["backend"] == backend and "step_time" in r["mean_us"]]
+        if len(mine) < 3:
+            continue
+        median = statistics.median(r["mean_us"]["step_time"] for r in mine)
+        parts = {k: statistics.median(r["mean_us"][k] for r in mine if k in r["mean_us"])
+                 for k in columns.STEP_PARTS if all(k in r["mean_us"] for r in mine)}
+        for row in mine:
+            if median > 0 and row["mean_us"]["step_time"] >= SLOW_STEP * median:
+                grew = {k: row["mean_us"][k] - v for k, v in parts.items()}
+                top = max(grew, key=grew.get) if grew else None
+                row["slow_step"] = {"over_median_pct": 100.0 * (row["mean_us"]["step_time"]
+                                                                / median - 1.0),
+                                    "grew": top, "grew_us": grew.get(top) if top else None}

@@ -4,6 +4,7 @@ the page embeds plotly.js once and each figure is a few lines of JSON)."""
 from typing import Any, Dict, List, Optional
 
 from ..read import columns
+from . import colour
 
 # colour per part, the same in every figure and table
 COLOURS = {"Computing": "#4c72b0", "Communication(Not Overlapped)": "#dd8452",
@@ -22,18 +23,22 @@ def heatmap(matrix: Dict[str, Any], part: Dict[str, Any], unit: str,
     height = max(220, min(ROW_PX * rows, 1100) + 110) if tall else \
         max(200, min(10 * rows, 520) + 100)
     show_every = tall or rows <= 24
+    scale = part.get("scale") or colour.scale([v for row in part["z_ms"] for v in row])
+    title = part["title"] + (" (band: slowest rank)" if matrix["banded_rows"] else "") + (
+        " — all zero" if scale["zero"] else "")
     return {
         "data": [{"type": "heatmap", "z": part["z_ms"], "x": matrix["x"], "y": matrix["y"],
-                  "text": part["text"], "colorscale": "YlOrRd",
-                  "reversescale": True,  # slow = dark red
+                  "text": part["text"], "colorscale": scale["colorscale"],
+                  "zmin": scale["zmin"], "zmax": scale["zmax"],
+                  "reversescale": not scale["zero"],  # slow = dark red; zero: one grey
+                  "showscale": not scale["zero"],
                   "hoverongaps": False,
                   "hovertemplate": "%{y} · " + unit + " %{x}<br>%{text}<extra></extra>",
                   "colorbar": {"title": {"text": "ms", "side": "right"}, "thickness": 12},
                   "xgap": 1 if len(matrix["x"]) <= 64 else 0,
                   "ygap": 1 if rows <= 64 else 0}],
-        "layout": {"title": {"text": part["title"] + (" (band: slowest rank)"
-                                                      if matrix["banded_rows"] else ""),
-                             "x": 0, "xanchor": "left", "font": {"size": 14 if tall else 13}},
+        "layout": {"title": {"text": title, "x": 0, "xanchor": "left",
+                             "font": {"size": 14 if tall else 13}},
                    "height": height, "margin": {"l": 110, "r": 20, "t": 40, "b": 50},
                    "xaxis": {"title": {"text": unit}, "type": "category"},
                    "yaxis": {"title": {"text": ""}, "type": "category", "autorange": "reversed",

@@ -62,6 +62,9 @@ def _part(body: Sections, part: Dict[str, Any], several: bool,
           baseline: Optional[Dict[str, Any]] = None) -> None:
     prefix = f"{part['title']}: " if several and part.get("title") else ""
     summary, unit = part["summary"], part["unit"]
+    body.section(prefix + "Who makes whom wait", "Which ranks do the others wait for in "
+                 "collectives, in which group, and why? Matched collective by collective.")
+    body.waits(summary.get("waits"), unit)
     body.section(prefix + "Verdicts", "Can these files be trusted? check's verdict per rank.")
     body.verdicts(part)
     if baseline is not None:
@@ -91,8 +94,8 @@ def _part(body: Sections, part: Dict[str, Any], several: bool,
         body.section(prefix + "Requests", "How long did each request take, in how many "
                      "forwards, and what ran longest in it?")
         body.requests(summary["ranks"])
-    body.section(prefix + "Slow ranks", "Who holds the others back, and why? Each rank's "
-                 "mean step time against the median rank, and the part that grew most.")
+    body.section(prefix + "Slow ranks", "Who holds the others back, and why? The ranks others "
+                 "wait for (else, mean step time against the median rank), and the reason.")
     body.slow_ranks(part["slow_ranks"])
     body.section(prefix + "Per-rank breakdown", "Each rank's mean over its profiled steps "
                  "(summary's table).")

@@ -13,6 +13,31 @@ PARTS = ("step_time", *[k for k in columns.STEP_COMPONENTS
                                  "Free")])
 
 
+def _slow_step(slow: Optional[Dict[str, Any]]) -> str:
+    if not slow:
+        return "-"
+    grew = (f", {SHORT.get(slow['grew'], slow['grew'])} grew "
+            f"{slow['grew_us'] / 1000.0:+.3f} ms") if slow.get("grew") else ""
+    return f"{slow['over_median_pct']:+.0f} % over the median{grew}"
+
+
+def _why(row: Dict[str, Any]) -> str:
+    """The reason in words: what grew, by how much."""
+    if row["by_waits"]:
+        grew = row.get("grew")
+        if not row["reason"]:
+            return "late, cause not in the breakdown"
+        if not grew:
+            return row["reason"]
+        amount = (f"{grew['pct']:+.0f} %" if grew.get("pct") is not None
+                  else f"{grew['us_per_step'] / 1000:+.3f} ms per step")
+        return f"{row['reason']}: {grew['what']} {amount}"
+    if not row["reason"]:
+        return "-"
+    delta = row["component_deltas_us"][row["explained_by"]]
+    return f"{row['reason']}: {SHORT.get(row['explained_by'])} {delta / 1000.0:+.3f} ms vs median"
+
+
 class Sections:
     def __init__(self):
         self.parts: List[str] = []
@@ -90,14 +115,21 @@ class Sections:
             self.note(f"no {unit} recorded.")
             return
         keys = [k for k in PARTS if any(k in r["mean_us"] for r in rows)]
-        body = [f"<tr><td class=n>{r['step']}</td><td>{e(r['backend'] or '-')}</td>"
+        body = [f"<tr class='{'slow' if r.get('slow_step') else ''}'>"
+                f"<td class=n>{r['step']}</td><td>{e(r['backend'] or '-')}</td>"
                 f"<td class=n>{r['ranks']}</td>"
                 + "".join(us_cell(r["mean_us"].get(k)) for k in keys)
-                + us_cell(r["max_step_time_us"]) + num_cell(r["slowest_rank"]) + "</tr>"
+                + us_cell(r["max_step_time_us"]) + num_cell(r["slowest_rank"])
+                + f"<td>{e(_slow_step(r.get('slow_step')))}</td></tr>"
                 for r in rows[:MAX_ROWS]]
         self.parts.append(table([unit.upper(), "BACKEND", "RANKS",
                                  *[f"{SHORT[k]} (ms, mean)" for k in keys],
-                                 "SLOWEST (ms)", "SLOWEST RANK"], body, "per-step"))
+                                 "SLOWEST (ms)", "SLOWEST RANK", "SLOW STEP"], body,
+                                "per-step"))
+        if any(r.get("slowest_by") == "waits" for r in rows):
+            self.note("SLOWEST RANK: the rank the others waited for most in that step "
+                      "(collectives matched across ranks); in a synchronous job every rank's "
+                      "step time is the same.")
 
     def requests(self, ranks: List[Dict[str, Any]]) -> None:
         rows = [f"<tr><td class=n>{rank['rank']}</td><td class=n>{row['request']}</td>"
@@ -109,26 +141,98 @@ class Sections:
         self.parts.append(table(["RANK", "REQUEST", "LATENCY (ms)", "FORWARDS", "PREFILL",
                                  "DECODE", "TOP OPERATORS"], rows[:MAX_ROWS], "requests"))
 
+    def waits(self, waits: Optional[Dict[str, Any]], unit: str) -> None:
+        """Who makes whom wait: the ranks by others' wait, the groups, the lateness map."""
+        from . import figures
+        from . import waits as waiting
+
+        if not waits:
+            self.note("no collective matched across two ranks or more (NPU captures, one rank, "
+                      "or traces without collectives): nothing to say of waits.")
+            return
+        self.parts.append(f"<p>{waits['collectives']} collective(s) matched across ranks in "
+                          f"{len(waits['steps'])} {e(unit)}(s); the others waited "
+                          f"{waits['total_wait_us'] / 1000.0:.3f} ms in all. "
+                          + ("; ".join(e(s["line"]) for s in waits["slow_ranks"][:8])
+                             or "No rank made the others wait "
+                                f"{waits['slow_wait_pct']:g} % of the median step time or "
+                                "more per step.") + "</p>")
+        rows = [f"<tr class='{'slow' if r['slow'] else ''}'><td class=n>{r['rank']}</td>"
+                f"<td>{e(r.get('place') or '-')}</td><td class=n>{r['arrived_last']}</td>"
+                f"{us_cell(r['made_wait_us'])}{us_cell(r['delay_per_step_us'])}"
+                f"{us_cell(r['own_wait_us'])}<td>{e(r.get('group') or '-')}</td>"
+                f"<td>{e(r.get('reason') or ('-' if not r['slow'] else 'cause not in the breakdown'))}"
+                f"</td></tr>" for r in waiting.ranks_by_wait(waits)]
+        if rows:
+            self.parts.append(table(["RANK", "PLACE", "ARRIVED LAST", "OTHERS WAITED (ms)",
+                                     "PER MEMBER PER STEP (ms)", "OWN WAIT (ms)", "GROUP",
+                                     "REASON"], rows, "waits-ranks"))
+        rows = [f"<tr><td>{e(g['group'])}</td><td>{e(g['kind'])}</td><td class=n>{g['count']}"
+                f"</td><td class=n>{g['members']}</td>{us_cell(g['wait_us'])}"
+                f"{us_cell(g['transfer_us'])}"
+                f"<td class=n>{'-' if g['bytes'] is None else format(g['bytes'] / (1 << 20), '.2f')}"
+                f"</td><td class=n>{'-' if g['bandwidth_gbps'] is None else format(g['bandwidth_gbps'], '.3f')}"
+                f"</td><td class={'bad' if g['slow_link'] else ''}>"
+                + (e("slow link: transfers " + ", ".join(
+                    f"{s['transfer_us'] / 1000:.3f} ms vs {s['peers_us'] / 1000:.3f} ms"
+                    for s in g["slow_link"][:3]) + " in other groups") if g["slow_link"] else "-")
+                + "</td></tr>" for g in waits["groups"][:MAX_LISTED]]
+        self.parts.append(table(["GROUP", "KIND", "COLLECTIVES", "MEMBERS", "WAIT (ms)",
+                                 "TRANSFER (ms)", "MiB", "GB/s", "LINK"], rows, "waits-groups"))
+        clocks = waits["clocks"]
+        off = {r: v for r, v in clocks["offsets_us"].items() if v}
+        self.note(f"clocks {clocks['clocks']}, aligned on collective ends (members leave a "
+                  f"collective together; tolerance {clocks['tolerance_us'] / 1000:g} ms): "
+                  + (f"{len(off)} rank(s) moved, by up to "
+                     f"{max(abs(v) for v in off.values()) / 1e6:.6f} s of clock error, "
+                     f"uncertain by up to "
+                     f"{max(clocks['uncertainty_us'].values(), default=0.0):.3f} µs"
+                     if off else "no clock moved")
+                  + "; lateness between ranks is skew, never absorbed into an offset.")
+        matrix = waiting.lateness_matrix(waits)
+        if matrix:
+            if matrix["banded_rows"]:
+                self.note(f"{len(waits['lateness']['ranks'])} ranks in {len(matrix['y'])} bands "
+                          "in the layout's order (PP stage, then TP, then DP): each cell is the "
+                          "band's latest rank.")
+            if matrix["scale"]["zero"]:
+                self.note("lateness at arrival: every rank arrived with the first in every "
+                          f"{unit} (all zero).")
+            self.figure(figures.heatmap(matrix, {"title": "Lateness at arrival (ms)",
+                                                 "z_ms": matrix["z_ms"], "text": matrix["text"],
+                                                 "scale": matrix["scale"]}, unit, tall=True),
+                        "heatmap")
+
     def slow_ranks(self, slow: Dict[str, Any]) -> None:
-        if not slow["rows"]:
+        if not slow["of"] or (slow["of"] < 2):
             self.note("fewer than two ranks with step times: no rank to compare.")
             return
-        self.parts.append(f"<p>{slow['slow']} of {slow['of']} rank(s) 5% or more over the "
-                          f"median step time; the {slow['shown']} slowest:</p>")
+        rule = ("the ranks others wait for in collectives (output/waits)" if slow["by_waits"]
+                else "5% or more over the median step time")
+        if not slow["rows"]:
+            self.parts.append(f"<p>No slow rank among {slow['of']}: none is {e(rule)}.</p>")
+            return
+        self.parts.append(f"<p>{slow['slow']} of {slow['of']} rank(s) slow: {e(rule)}"
+                          + (f"; the first {slow['shown']}:" if slow["shown"] < slow["slow"]
+                             else ":") + "</p>")
         rows = []
         for row in slow["rows"]:
-            why = "-"
-            if row["reason"]:
-                delta = row["component_deltas_us"][row["explained_by"]]
-                why = (f"{e(row['reason'])}: {SHORT.get(row['explained_by'])} "
-                       f"{delta / 1000.0:+.3f} ms vs median")
-            rows.append(f"<tr class='{'slow' if row['slow'] else ''}'><td class=n>{row['rank']}"
-                        f"</td><td>{e(row.get('backend') or '')}</td>{us_cell(row['step_time_us'])}"
+            rows.append(f"<tr class=slow><td class=n>{row['rank']}</td>"
+                        f"<td>{e(row.get('place') or '-')}</td>"
+                        + (f"<td>{e(row.get('backend') or '')}</td>" if slow["mixed"] else "")
+                        + (f"<td>{e(row['group'])} {e(row['kind'])}</td>"
+                           f"{us_cell(row['made_wait_us'])}"
+                           f"<td class=n>{row['group_share_pct']:.0f}%</td>"
+                           if slow["by_waits"] else "")
+                        + f"<td>{e(_why(row))}</td>{us_cell(row['step_time_us'])}"
                         f"<td class=n data-us='{row['deviation_us']!r}'>"
                         f"{row['deviation_us'] / 1000.0:+.3f} ({row['deviation_pct']:+.1f}%)</td>"
-                        f"<td>{why}</td></tr>")
-        self.parts.append(table(["RANK", "BACKEND", "STEP TIME (ms)", "VS MEDIAN (ms)",
-                                 "REASON"], rows, "slow-ranks"))
+                        "</tr>")
+        self.parts.append(table(["RANK", "PLACE", *(["BACKEND"] if slow["mixed"] else []),
+                                 *(["GROUP", "OTHERS WAITED (ms)", "SHARE OF GROUP'S WAIT"]
+                                   if slow["by_waits"] else []),
+                                 "REASON", "STEP TIME (ms)", "VS MEDIAN (ms)"],
+                                rows, "slow-ranks"))
 
     def rank_table(self, ranks: List[Dict[str, Any]]) -> None:
         keys = [k for k in PARTS if any(k in r["breakdown_us"] for r in ranks)]

@@ -1,0 +1,68 @@
+"""The report's first section: who makes whom wait (summary --json's ``waits``).
+
+The ranks the others wait for, most first, with their place, group and reason; each group's
+collectives (count, wait, transfer, bandwidth, slow links); and a rank × step heatmap of
+lateness at arrival (a rank's arrival − its collective's first arrival, summed over the step),
+banded as the other heatmaps are, with the rows ordered by the layout (PP stage, then TP, then
+DP) when it is known.
+"""
+
+from typing import Any, Dict, List, Optional
+
+from . import colour
+from .heatmap import MAX_ROWS
+
+TOP = 16  # ranks listed by the wait they cause
+
+
+def ranks_by_wait(waits: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The ranks that made others wait at all, most first (``TOP`` of them), slow ones marked."""
+    slow = {row["rank"]: row for row in waits["slow_ranks"]}
+    rows = [{**row, **slow.get(row["rank"], {}), "slow": row["rank"] in slow}
+            for row in waits["ranks"] if row["made_wait_us"] > 0]
+    return rows[:TOP]
+
+
+def lateness_matrix(waits: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The lateness heatmap's rows (banded to ``MAX_ROWS``), columns and colour scale."""
+    late = waits["lateness"]
+    if not late["ranks"] or not late["steps"]:
+        return None
+    layout = waits.get("layout")
+    order = list(range(len(late["ranks"])))
+    if layout:
+        order.sort(key=lambda i: _coords(late["ranks"][i], layout))
+    size = max(1, -(-len(order) // MAX_ROWS))
+    bands = [order[i:i + size] for i in range(0, len(order), size)]
+    y, z, text = [], [], []
+    for band in bands:
+        ranks = [late["ranks"][i] for i in band]
+        y.append(_label(ranks, layout))
+        z_row, t_row = [], []
+        for column in range(len(late["steps"])):
+            value, where = max((late["us"][i][column], late["ranks"][i]) for i in band)
+            z_row.append(value / 1000.0)
+            t_row.append(f"{value / 1000.0:.3f} ms late" + (f" (rank {where})"
+                                                            if len(band) > 1 else ""))
+        z.append(z_row)
+        text.append(t_row)
+    return {"x": [str(s) for s in late["steps"]], "y": y, "z_ms": z, "text": text,
+            "banded_rows": size > 1, "scale": colour.scale([v for row in z for v in row])}
+
+
+def _coords(rank, layout):
+    tp = rank % layout["tp"]
+    rest = rank // layout["tp"]
+    cp, rest = rest % layout["cp"], rest // layout["cp"]
+    dp, pp = rest % layout["dp"], rest // layout["dp"]
+    return (pp, tp, cp, dp)
+
+
+def _label(ranks, layout):
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    if layout:
+        first, last = _coords(ranks[0], layout), _coords(ranks[-1], layout)
+        if first[:3] == last[:3]:
+            return f"pp{first[0]} tp{first[1]} dp{first[3]}-{last[3]}"
+    return f"ranks {min(ranks)}-{max(ranks)} ({len(ranks)})"
