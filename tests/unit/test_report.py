@@ -16,7 +16,7 @@ from output_fixtures.simulated_job import GROUP, NELEMS, simulated_job
 pytest.importorskip("plotly")
 
 SLOW = {5: "compute", 2: "comm", 6: "free"}
-SECTIONS = ("Verdicts", "Rank × iteration heatmaps", "Breakdown per iteration", "Slow ranks",
+SECTIONS = ("Who makes whom wait", "Verdicts", "Rank × iteration heatmaps", "Breakdown per iteration", "Slow ranks",
             "Per-rank breakdown", "Top operators", "Communication per group",
             "Captures taken by themselves", "Memory")
 
@@ -28,10 +28,10 @@ def report(capsys, directory, out, *args):
 
 @pytest.fixture(scope="module")
 def eight_ranks(tmp_path_factory):
-    """An 8-rank torch job (rank 5 computes longer, 2 waits in its all-reduce, 6 idles) and
-    its report."""
+    """An 8-rank synchronous torch job, TP=2 x DP=4 on two hosts (rank 5 computes longer, rank
+    2's DP group has slow links, rank 6 stalls on the host) and its report."""
     folder = tmp_path_factory.mktemp("job")
-    simulated_job(str(folder / "prof"), ranks=8, slow=SLOW)
+    simulated_job(str(folder / "prof"), ranks=8, slow=SLOW, tp=2, hosts=4)
     return str(folder / "prof"), str(folder / "report.html")
 
 
@@ -73,8 +73,12 @@ def test_every_time_in_the_tables_equals_summary_json(written, capsys):
         assert row[3].text == f"{rank['breakdown_us']['step_time'] / 1000:.3f}"
     slow = page.table("slow-ranks")
     for entry in summary["slow_ranks"]:
+        if not entry["slow"]:
+            assert not slow.by("RANK", str(entry["rank"]))  # only slow ranks are listed
+            continue
         [row] = slow.by("RANK", str(entry["rank"]))
-        assert row[2].us == entry["step_time_us"] and row[3].us == entry["deviation_us"]
+        assert row[3].us == entry["made_wait_us"]
+        assert row[6].us == entry["step_time_us"] and row[7].us == entry["deviation_us"]
     ops = page.table("top_ops")
     for item in summary["overall"]["top_ops"]:
         [row] = ops.by("NAME", item["name"])
@@ -85,7 +89,12 @@ def test_each_heatmap_cell_is_that_ranks_step_in_ms(written, capsys):
     directory, out, _ = written
     _, summary = run_cli_json(capsys, "summary", directory)
     maps = {f["layout"]["title"]["text"]: f["data"][0] for f in read_page(out).heatmaps()}
-    assert set(maps) == {title for _, title in heatmap.PARTS}
+    # nothing overlaps in this job: that panel is one neutral grey and says so
+    assert set(maps) == {title + (" — all zero" if key == "Overlapped" else "")
+                         for key, title in heatmap.PARTS} | {"Lateness at arrival (ms)"}
+    assert maps["Communication overlapped — all zero"]["showscale"] is False
+    # colour from zero: equal step times are not drawn as the full scale
+    assert maps["Step time"]["zmin"] == 0.0
     step_time = maps["Step time"]
     assert step_time["y"] == [f"rank {r}" for r in range(8)] and step_time["x"] == ["5", "6", "7"]
     for rank in summary["ranks"]:
@@ -95,36 +104,46 @@ def test_each_heatmap_cell_is_that_ranks_step_in_ms(written, capsys):
             assert maps["Computing"]["z"][rank["rank"]][column] == step["Computing"] / 1000.0
 
 
-def test_slow_ranks_are_named_with_the_reason_their_breakdown_shows(written):
-    slow = read_page(written[1]).table("slow-ranks")
-    reasons = {row[0].text: row[4].text for row in slow.rows}
-    assert reasons["5"].startswith("compute-bound: Computing +1.600 ms")
-    assert reasons["2"].startswith("waiting in collectives: Comm not overlapped +0.600 ms")
-    assert reasons["6"].startswith("host-bound: Free +0.200 ms")
-    assert reasons["0"] == "-"  # the median rank: no reason claimed
+def test_slow_ranks_are_the_ranks_others_wait_for_named_with_their_reason(written, capsys):
+    directory, out, _ = written
+    page = read_page(out)
+    slow = page.table("slow-ranks")
+    reasons = {row[0].text: (row[1].text, row[2].text, row[5].text) for row in slow.rows}
+    # every rank's step time is the same; the others wait for 5 and 6 in their DP groups
+    assert reasons == {
+        "5": ("tp1 pp0 dp2", "dp1 all-reduce", "compute-bound: aten::mm +200 %"),
+        "6": ("tp0 pp0 dp3", "dp0 all-reduce",
+              "host-bound: host time outside operators +1.600 ms per step")}
+    assert all(row[7].text == "+0.000 (+0.0%)" for row in slow.rows)
+    groups = {row[0].text: row[-1].text for row in page.table("waits-groups").rows}
+    assert groups["dp0"].startswith("slow link: transfers 0.900 ms vs 0.300 ms")  # rank 2's
+    assert groups["dp1"] == "-"
+    assert page.sections[0] == "Who makes whom wait"
 
 
-def test_a_rank_within_five_percent_of_the_median_is_given_no_reason():
+def test_a_rank_within_five_percent_of_the_median_is_not_listed():
     from mindspeed_prof.output.report import reasons
 
     entries = [{"rank": r, "step_time_us": t, "deviation_us": t - 1000.0,
                 "deviation_pct": (t - 1000.0) / 10.0, "explained_by": "Computing",
                 "component_deltas_us": {"Computing": t - 1000.0}}
                for r, t in ((3, 1060.0), (1, 1001.0), (0, 1000.0))]
-    rows = {row["rank"]: row for row in reasons.slow_ranks(entries)["rows"]}
-    assert rows[3]["reason"] == "compute-bound" and rows[3]["slow"]
-    assert rows[1]["reason"] is None and not rows[1]["slow"]  # +0.1%: jitter, not a finding
+    found = reasons.slow_ranks(entries)
+    assert [(row["rank"], row["reason"]) for row in found["rows"]] == [(3, "compute-bound")]
+    assert found["slow"] == 1 and found["of"] == 3 and not found["mixed"]
 
 
-def test_communication_counts_bytes_and_time_per_group_and_kind(written):
+def test_communication_counts_bytes_and_time_per_group_named_by_the_layout(written):
     table = read_page(written[1]).table("communication")
-    [row] = table.rows
-    assert [c.text for c in row[:4]] == [GROUP, "allreduce", "8", str(8 * 3)]
-    assert row[4].text == f"{8 * 3 * NELEMS * 4 / (1 << 20):.2f} MiB"
-    # 7 ranks x 300 us and rank 2's 900 us, in each of 3 steps
-    assert row[5].us == pytest.approx(3 * (7 * 300.0 + 900.0))
-    # bandwidth: bytes over time, all ranks together (bytes per ns = GB/s)
-    assert float(row[6].text) == pytest.approx(8 * 3 * NELEMS * 4 / (9000.0 * 1e3), abs=0.005)
+    rows = {row[0].text: row for row in table.rows}
+    # each DP group's gradient all-reduce, named dp0 / dp1 from the ranks that record it
+    assert set(rows) == {"dp0", "dp1", "world"}
+    for name in ("dp0", "dp1"):
+        assert [c.text for c in rows[name][1:4]] == ["allreduce", "4", str(4 * 3)]
+        assert rows[name][4].text == f"{4 * 3 * NELEMS * 4 / (1 << 20):.2f} MiB"
+    # dp0 holds rank 2's slow links: 900 us per transfer, against dp1's 300
+    assert float(rows["dp0"][6].text) < float(rows["dp1"][6].text)
+    assert [c.text for c in rows["world"][1:4]] == ["allreduce", "8", str(8 * 3)]
 
 
 def test_the_per_step_breakdown_is_the_mean_over_ranks(written, capsys):
@@ -136,20 +155,32 @@ def test_the_per_step_breakdown_is_the_mean_over_ranks(written, capsys):
         times = [s["step_time"] for r in summary["ranks"] for s in r["steps"]
                  if s["step"] == step]
         assert row[3].us == pytest.approx(sum(times) / len(times))
-        assert row[-1].text == "5"  # the slowest rank
+        assert row[-2].text == "6"  # the rank the others waited for most
 
 
 def test_a_1024_rank_job_is_banded_into_64_rows_and_stays_under_the_bound(tmp_path, capsys):
-    directory = simulated_job(str(tmp_path / "prof"), ranks=1024, slow={700: "compute"})
+    directory = simulated_job(str(tmp_path / "prof"), ranks=1024, slow={700: "compute"},
+                              tp=8, hosts=8)
     out = str(tmp_path / "report.html")
     code, stdout, _ = report(capsys, directory, out)
     assert code == 0
     page = read_page(out)
-    step_time = page.heatmaps()[0]["data"][0]
+    maps = {f["layout"]["title"]["text"]: f["data"][0] for f in page.heatmaps()}
+    step_time = maps["Step time (band: slowest rank)"]
     assert len(step_time["y"]) == heatmap.MAX_ROWS and step_time["y"][0] == "ranks 0-15"
-    band = step_time["y"].index("ranks 688-703")
-    assert step_time["z"][band][0] == 3.0 * 800 / 1000 + 0.4  # the band's slowest: rank 700
-    assert "(rank 700)" in step_time["text"][band][0]
+    # a synchronous job: rank 700's step is everyone's, so the step-time map is flat...
+    assert {v for row in step_time["z"] for v in row} == {step_time["z"][0][0]}
+    # ...and the lateness map finds it: banded in the layout's order (tp, then dp)
+    late = maps["Lateness at arrival (ms) (band: slowest rank)"]
+    assert len(late["y"]) == heatmap.MAX_ROWS and late["y"][0] == "pp0 tp0 dp0-15"
+    band = late["y"].index("pp0 tp4 dp80-95")  # rank 700 = tp 4, dp 87
+    # 1.6 ms late at its DP all-reduce and, never having waited, at the world's loss one
+    assert late["z"][band][0] == pytest.approx(2 * 2 * 800 / 1000) and "(rank 700)" in \
+        late["text"][band][0]
+    assert max(late["z"][band - 1]) == 0.0  # its DP peers passed the lateness on
+    [slow] = page.table("slow-ranks").rows
+    # most of the waiting is the other 896 ranks' in the world-wide all-reduce, passed on
+    assert [c.text for c in slow[:3]] == ["700", "tp4 pp0 dp87", "world all-reduce"]
     assert len(page.table("ranks").rows) == 1024
     size = os.path.getsize(out)
     plotly_js = len(write.plotlyjs().encode())
@@ -261,7 +292,7 @@ def test_rl_output_gives_the_cross_role_table_and_each_roles_report(tmp_path, ca
 
 def test_with_a_baseline_the_diff_is_diffs_own_numbers(tmp_path, capsys, eight_ranks):
     directory, _ = eight_ranks
-    baseline = simulated_job(str(tmp_path / "base"), ranks=8, slow={2: "comm"})
+    baseline = simulated_job(str(tmp_path / "base"), ranks=8, slow={2: "comm"}, tp=2, hosts=4)
     out = str(tmp_path / "b.html")
     code, _, _ = report(capsys, directory, out, "--baseline", baseline)
     assert code == 0
@@ -275,11 +306,14 @@ def test_with_a_baseline_the_diff_is_diffs_own_numbers(tmp_path, capsys, eight_r
         assert [row[1].us, row[2].us, row[3].us] == [step["a"]["step_time"],
                                                      step["b"]["step_time"],
                                                      step["change"]["step_time"]]
-    [grew] = page.table("diff-grew").rows
-    assert grew[0].text == diff["grew"][0]["name"] == "aten::mm"
+    grew = page.table("diff-grew").rows[0]
+    assert grew[0].text == diff["grew"][0]["name"]
     assert grew[4].us == diff["grew"][0]["change_us"]
-    ranks = page.table("diff-ranks")
-    assert ranks.rows[0][0].text == "5 → 5" and ranks.rows[0][4].text == "Computing"
+    # step times are equal in a synchronous job: the slow ranks are the ones others wait for
+    assert [r["rank"] for r in diff["slow_ranks"]["b"]] == [6, 5] and not diff["slow_ranks"]["a"]
+    assert diff["slow_ranks"]["new"] == [5, 6]
+    assert [row[1].text for row in page.table("diff-slow").rows] == [
+        r["line"] for r in diff["slow_ranks"]["b"]]
 
 
 def test_a_corrupt_ranks_row_is_labelled_with_its_rank_alone(tmp_path, capsys):

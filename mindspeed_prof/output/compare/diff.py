@@ -122,7 +122,7 @@ def diff_sides(a: Side, b: Side, top: int = 10) -> dict:
     result: dict = {"a": a.as_dict(), "b": b.as_dict(), "comparable": True, "unlike": [],
                     "notes": [], "matched_by": None, "steps": [], "overall": None,
                     "items": None, "items_basis": None, "grew": [], "shrank": [], "new": [],
-                    "vanished": [], "ranks": []}
+                    "vanished": [], "ranks": [], "slow_ranks": _slow_ranks(a, b)}
     unlike = result["unlike"]
     for side in (a, b):
         if not side.ranks:
@@ -254,6 +254,23 @@ def _normalised(side, attribute):
 def _alone(items, keys, top, field_name):
     chosen = sorted(keys, key=lambda k: (-items[k][2], items[k][0]))[:top]
     return [{"name": items[k][0], "type": items[k][1], field_name: items[k][2]} for k in chosen]
+
+
+def _slow_ranks(a, b):
+    """Each side's slow ranks as the wait analysis names them (``output/waits``: the ranks the
+    others wait for, with their reason), and which became slow or stopped being so."""
+    sides = {}
+    for side in (a, b):
+        waits = getattr(side.summary, "waits", None) if side.summary is not None else None
+        sides[side.label.lower()] = None if not waits else [
+            {k: row.get(k) for k in ("rank", "place", "group", "kind", "reason",
+                                     "made_wait_us", "delay_per_step_us", "line")}
+            for row in waits["slow_ranks"]]
+    if sides["a"] is None or sides["b"] is None:
+        return {**sides, "new": [], "gone": []}
+    ranks_a = {r["rank"] for r in sides["a"]}
+    ranks_b = {r["rank"] for r in sides["b"]}
+    return {**sides, "new": sorted(ranks_b - ranks_a), "gone": sorted(ranks_a - ranks_b)}
 
 
 def _ranks(a, b, notes):

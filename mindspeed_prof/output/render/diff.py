@@ -59,9 +59,26 @@ def diff_table(data: dict) -> str:
                   _num(r["b_step_time_us"]), _delta(r["change_us"], r["a_step_time_us"]),
                   SHORT.get(r["explained_by"], r["explained_by"] or "-")] for r in data["ranks"]]
         lines += _table(rows)
+    lines += _slow_ranks(data.get("slow_ranks"))
     for note in data["notes"]:
         lines.append(f"note: {note}")
     return safe.lines("\n".join(lines))
+
+
+def _slow_ranks(slow):
+    """Each side's slow ranks: the ranks the others wait for (output/waits)."""
+    if not slow or slow.get("a") is None or slow.get("b") is None:
+        return []
+    lines = ["", "Slow ranks (the ranks the others wait for in collectives)"]
+    for label in ("a", "b"):
+        found = slow[label]
+        lines += [f"  {label.upper()}: " + ("none" if not found else found[0]["line"])]
+        lines += [f"     {row['line']}" for row in found[1:4]]
+    if slow["new"]:
+        lines.append(f"  slow in B only: rank(s) {_list(slow['new'])}")
+    if slow["gone"]:
+        lines.append(f"  slow in A only: rank(s) {_list(slow['gone'])}")
+    return lines
 
 
 def _list(values):

@@ -83,6 +83,13 @@ def render_diff(diff: Dict[str, Any]) -> str:
              f"{us_cell(r['b_step_time_us'])}{_signed(r['change_us'])}"
              f"<td>{e(SHORT.get(r['explained_by'], r['explained_by']) or '-')}</td></tr>"
              for r in diff["ranks"][:MAX_LISTED]], "diff-ranks"))
+    slow = diff.get("slow_ranks") or {}
+    if slow.get("a") is not None and slow.get("b") is not None:
+        rows = [f"<tr><td>{side.upper()}</td><td>{e(row['line'])}</td></tr>"
+                for side in ("a", "b") for row in slow[side][:MAX_LISTED]]
+        out.append("<h3>Slow ranks (the ranks the others wait for)</h3>"
+                   + (table(["SIDE", "SLOW RANK"], rows, "diff-slow") if rows else
+                      "<p>none on either side.</p>"))
     for note in diff.get("notes", [])[:MAX_LISTED]:
         out.append(f"<p class=note>{e(note, 600)}</p>")
     return "".join(out)

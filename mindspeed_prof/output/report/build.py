@@ -85,9 +85,17 @@ def part(path: str, top: int, run: Optional[str], title: Optional[str] = None,
             "heatmap": heatmap.matrices(summary["ranks"]),
             "per_step": per_step(summary["ranks"], summary.get("waits")),
             "slow_ranks": reasons.slow_ranks(summary["slow_ranks"]),
-            "communication": communication.communication([r for r in runs
-                                                          if r.rank is not None]),
+            "communication": communication.communication(
+                [r for r in runs if r.rank is not None], _layout(chosen.chosen)),
             "whatif": whatif.whatif_data(path, chosen.chosen)}
+
+
+def _layout(manifests):
+    """The parallel layout the manifests record (groups are named by it)."""
+    from ..waits import Layout
+
+    return Layout.from_manifests({rank: m.data.get("parallel") for rank, m in manifests.items()
+                                  if isinstance(getattr(m, "data", None), dict)})
 
 
 def _unit(manifests) -> str:

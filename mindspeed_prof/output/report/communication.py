@@ -140,7 +140,8 @@ def torch_communication(path: str) -> Dict[str, Any]:
             if not isinstance(args, dict):
                 args = {}
             raw = args.get("Collective name") or event["name"]
-            group = args.get("Process Group Description") or args.get("Process Group Name")
+            group = args.get("Process Group Description") or args.get("Process Group Name") \
+                or args.get("Process Group Ranks")
             nbytes = None
             nelems, dtype = args.get("In msg nelems"), str(args.get("dtype", "")).lower()
             if isinstance(nelems, (int, float)) and dtype in DTYPE_BYTES:
@@ -176,9 +177,11 @@ def read_one(backend: str, path: str) -> Dict[str, Any]:
     return _npu(path) if backend == "npu" else _remembered_torch(path)
 
 
-def communication(runs) -> Dict[str, Any]:
+def communication(runs, layout=None) -> Dict[str, Any]:
     """Over the captures ``runs`` (discover's, with a rank): rows per (group, kind) summed over
-    ranks, and per rank the same rows' time (for the slowest rank of each group)."""
+    ranks, and per rank the same rows' time (for the slowest rank of each group). A group is
+    named by the layout (``output/waits/layout.py``: ``dp0``, ``tp3``, ``world``) from the
+    ranks whose files name it, never by its hash id (kept as ``raw_group``)."""
     calls = [(r.backend, r.path) for r in runs]
     sizes = [_size(r) for r in runs]
     results = parallel.run(read_one, calls, parallel.workers_for(sum(sizes), len(calls)))
@@ -197,9 +200,15 @@ def communication(runs) -> Dict[str, Any]:
             _add(total, group, kind, row["count"], row["bytes"], row["time_us"],
                  row["moved"], row["moving_us"])
             ranks.setdefault((group, kind), set()).add(run.rank)
+    members: Dict[str, set] = {}
+    for (group, _), found in ranks.items():
+        members.setdefault(group, set()).update(r for r in found if r is not None)
     rows = []
     for (group, kind), row in sorted(total.items(), key=lambda kv: -kv[1]["time_us"]):
-        rows.append({"group": group, "kind": kind, "ranks": len(ranks[(group, kind)]),
+        named = group if group == UNKNOWN_GROUP or layout is None or not layout.known \
+            or not members[group] else layout.group_name(members[group])
+        rows.append({"group": named, "raw_group": group, "kind": kind,
+                     "ranks": len(ranks[(group, kind)]),
                      "count": row["count"], "bytes": row["bytes"], "time_us": row["time_us"],
                      "bandwidth_gb_s": (row["moved"] / (row["moving_us"] * 1e3)
                                         if row["moving_us"] else None)})

@@ -5,8 +5,11 @@ Per collective: each member's arrival, the last to arrive, each member's wait (l
 own arrival) and the transfer (end − last arrival). Per rank: how often it arrived last, the
 rank-µs it made the others wait, its own wait. A rank late only because it waited for another
 in its previous collective (a DP group waiting for its slow member arrives late at the next
-world-wide collective) passes the others' wait on to the one it waited for; per step, the lateness of each rank at arrival
-(its arrival − the first member's, summed over the step's collectives).
+world-wide collective) passes the others' wait on to the one it waited for; one kept late by
+its previous collective's slow transfer passes it to that group's links (no rank). Per step,
+each rank's lateness at arrival: its arrival − the first member's, less what it had just
+waited in its previous collective of the step (lateness passed on is not its own), summed over
+the step's collectives.
 
 A rank is slow when the others wait for it: in the median step, each member of its
 collectives waited at least ``SLOW_WAIT_PCT`` % of the median step time for it (the median:
@@ -75,22 +78,26 @@ def analyse(rank_summaries: List[Any], layout: Layout,
         late = inst.ranks[inst.arrivals.index(last_at)]
         last = _blamed(inst, late, blamed_before)
         waits = [last_at - a for a in inst.arrivals]
-        for rank, wait in zip(inst.ranks, waits):
-            blamed_before[rank] = (wait, last)
-        others = sum(waits)
         transfer = max(statistics.median(inst.ends) - last_at, 0.0)
+        passed_on = {rank: blamed_before[rank][0] for rank in inst.ranks
+                     if rank in blamed_before and blamed_before[rank][2] == inst.step}
+        for rank, wait in zip(inst.ranks, waits):
+            blamed_before[rank] = (wait, last, inst.step, transfer)
+        others = sum(waits)
         for rank, arrival, wait in zip(inst.ranks, inst.arrivals, waits):
             stats = per_rank[rank]
             stats["own_wait_us"] += wait
             stats["collectives"] += 1
-            lateness[rank][inst.step] += arrival - first
+            # lateness passed on (it had just waited for another) is not its own
+            lateness[rank][inst.step] += max(arrival - first - passed_on.get(rank, 0.0), 0.0)
             if rank not in (late, last):
                 waited_for[last].add((inst.step, rank))
         per_rank[late]["arrived_last"] += 1
-        per_rank[last]["made_wait_us"] += others
-        per_rank[last]["delay_us"] += others / (len(inst.ranks) - 1)
-        made_in_step[inst.step][last] += others
-        delay_in_step[last][inst.step] += others / (len(inst.ranks) - 1)
+        if last is not None:  # None: late from a slow transfer before (the link's, no rank's)
+            per_rank[last]["made_wait_us"] += others
+            per_rank[last]["delay_us"] += others / (len(inst.ranks) - 1)
+            made_in_step[inst.step][last] += others
+            delay_in_step[last][inst.step] += others / (len(inst.ranks) - 1)
         key = (layout.group_name(inst.ranks), kind_of(inst.name))
         group = groups.setdefault(key, {"group": key[0], "kind": key[1], "count": 0,
                                         "members": len(inst.ranks), "bytes": 0.0,
@@ -103,7 +110,8 @@ def analyse(rank_summaries: List[Any], layout: Layout,
             group["bytes"] += inst.size
             group["sized"] += 1
         group["_transfers"][inst.size].append(transfer)
-        made_in_group[key][last] += others
+        if last is not None:
+            made_in_group[key][last] += others
     step_times = [s["step_time"] for r in ranks.values() for s in r.steps
                   if s.get("step_time") is not None]
     median_step = statistics.median(step_times) if step_times else None
@@ -148,9 +156,13 @@ def _blamed(inst, late, before):
     i = inst.ranks.index(late)
     lateness = inst.arrivals[i] - statistics.median(inst.arrivals)
     excess = inst.leads[i] - statistics.median(inst.leads)
-    wait, waited_for = before.get(late, (0.0, late))
-    if lateness > 0 and excess < 0.5 * lateness and wait >= 0.5 * lateness:
+    wait, waited_for, step, transfer = before.get(late, (0.0, late, None, 0.0))
+    if lateness <= 0 or excess >= 0.5 * lateness:
+        return late
+    if wait >= 0.5 * lateness:
         return waited_for
+    if step == inst.step and transfer >= 0.5 * lateness:
+        return None  # its previous collective's transfer kept it: that group's links
     return late
 
 
