@@ -22,6 +22,15 @@ PARTS = (("step_time", "Step time"),
          ("Free", "Free (nothing running)"))
 
 
+HOST_FREE = "Free: host Python time (no operator running)"
+
+
+def _cpu_basis(ranks: List[Dict[str, Any]]) -> bool:
+    """Every rank's breakdown counts CPU operators (torch traces without device kernels)."""
+    bases = [r.get("breakdown_basis") or "" for r in ranks]
+    return bool(bases) and all(b.startswith("CPU operators") for b in bases)
+
+
 def row_label(rank: Dict[str, Any], mixed: bool) -> str:
     """``rank 5``, or ``rank 5 npu`` where backends differ; a rank whose files were not read
     has no backend to name (never ``rank 1 None``)."""
@@ -82,6 +91,8 @@ def matrices(ranks: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
                 text_row.append(_hover(found, top, labels[where], len(band) * len(column) > 1))
             z.append(z_row)
             text.append(text_row)
+        if key == "Free" and _cpu_basis(ranks):  # no device: what is left is the host's
+            title = HOST_FREE
         result["parts"].append({"key": key, "title": title, "z_ms": z, "text": text})
     return result
 

@@ -13,7 +13,10 @@ Which events: the device's kernels when the trace has any (CUDA: ``kernel``, ``g
 the CPU: compute = ``cpu_op`` events, communication = collective calls (``c10d::*``, ``gloo:*``,
 ``nccl:*``, ``hccl:*``, ``record_param_comms``) on any thread, including the backend's own
 worker threads (gloo runs the collective there while the caller waits). An operator nested
-inside a collective on its thread is that collective's work, not compute.
+inside a collective on its thread is that collective's work, not compute; an operator around a
+collective on its thread (``_ReduceFromModelParallelRegion``, autograd's nodes) is compute only
+outside it: while the collective runs, the operator waits in it. On the CPU basis Free is the
+host's own time outside every operator: Python, data loading, a stall.
 """
 
 from typing import Dict, Tuple
@@ -61,8 +64,13 @@ def breakdown(threads, steps: Dict[int, Tuple[float, float]],
                            (DEVICE_COMPUTE, kinds == DEVICE_COMPUTE),
                            (DEVICE_COMM, kinds == DEVICE_COMM)):
             if keep.any():
-                parts[kind][0].append(starts[keep])
-                parts[kind][1].append(ends[keep])
+                lo, hi = starts[keep], ends[keep]
+                if kind == CPU_COMPUTE and len(comm_starts):
+                    # an operator around a collective on its own thread (Megatron's
+                    # _ReduceFromModelParallelRegion) waits in it: that time is communication
+                    lo, hi = _without(np, *_union(lo, hi), comm_starts, comm_ends)
+                parts[kind][0].append(lo)
+                parts[kind][1].append(hi)
     device = bool(parts[DEVICE_COMPUTE][0] or parts[DEVICE_COMM][0])
     compute_kind, comm_kind = (DEVICE_COMPUTE, DEVICE_COMM) if device else (CPU_COMPUTE, CPU_COMM)
     compute = _union(*_joined(np, parts[compute_kind]))
@@ -100,6 +108,19 @@ def _union(starts, ends):
     begins = np.flatnonzero(np.concatenate(([True], starts[1:] > reach[:-1])))
     last = np.concatenate((begins[1:] - 1, [len(starts) - 1]))
     return starts[begins], reach[last]
+
+
+def _without(np, starts, ends, cut_starts, cut_ends):
+    """The disjoint sorted intervals ``[starts, ends)`` less the disjoint ``cut`` ones."""
+    points = np.concatenate([starts, ends, cut_starts, cut_ends])
+    mine = np.concatenate([np.ones(len(starts)), -np.ones(len(ends)),
+                           np.zeros(len(cut_starts) + len(cut_ends))])
+    cut = np.concatenate([np.zeros(len(starts) + len(ends)), np.ones(len(cut_starts)),
+                          -np.ones(len(cut_ends))])
+    order = np.argsort(points, kind="stable")
+    points, inside, cutting = points[order], np.cumsum(mine[order]), np.cumsum(cut[order])
+    keep = (inside[:-1] > 0) & (cutting[:-1] <= 0) & (points[1:] > points[:-1])
+    return points[:-1][keep], points[1:][keep]
 
 
 def _inside(starts, ends, outer_starts, outer_ends):

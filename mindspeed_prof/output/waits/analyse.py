@@ -11,9 +11,12 @@ each rank's lateness at arrival: its arrival − the first member's, less what i
 waited in its previous collective of the step (lateness passed on is not its own), summed over
 the step's collectives.
 
-A rank is slow when the others wait for it: in the median step, each member of its
-collectives waited at least ``SLOW_WAIT_PCT`` % of the median step time for it (the median:
-one descheduled process or GC pause makes one slow step, which is no slow rank). Its reason is
+A rank is slow when the others wait for it, steadily: in the median step each member of its
+collectives waited ``SLOW_WAIT_PCT`` % of the median step time or more for it, and that median
+is at least ``STEADY`` times the spread of the wait over the steps (the median absolute
+deviation). A descheduled process or a GC pause delays one step by a random amount, and on a
+busy host the rank it delays changes from step to step: that is noise, not a slow rank (the
+report's slow steps name those steps); a slow rank delays every step alike. Its reason is
 read from what ran before its late arrival, against the median of the ranks that waited for it
 in the same steps (summary's step breakdown): **compute-bound** (Computing grew: the operator
 that grew most is named), **host-bound** (Free grew: the device idle, or on the CPU the host's
@@ -31,6 +34,7 @@ from . import match
 from .layout import Layout
 
 SLOW_WAIT_PCT = 10.0
+STEADY = 3.0  # ... and steadily: its median delay this many times its spread over the steps
 EXPLAINS = 0.25  # a part of the breakdown explains lateness when it grew by this share of it
 # a group's transfers this much slower than other groups' of its kind and size: a slow link
 SLOW_LINK_RATIO = 1.5
@@ -125,7 +129,12 @@ def analyse(rank_summaries: List[Any], layout: Layout,
     table.sort(key=lambda t: (-t["made_wait_us"], t["rank"]))
     slow = []
     for row in table:
-        if not median_step or row["median_delay_us"] < SLOW_WAIT_PCT / 100 * median_step:
+        delays = [delay_in_step[row["rank"]].get(s, 0.0) for s in steps]
+        spread = statistics.median(abs(d - row["median_delay_us"]) for d in delays) \
+            if delays else 0.0
+        row["delay_spread_us"] = spread
+        if not median_step or row["median_delay_us"] < SLOW_WAIT_PCT / 100 * median_step \
+                or row["median_delay_us"] < STEADY * spread:
             continue
         slow.append(_slow_rank(row, ranks, layout, made_in_group, groups, group_rows,
                                waited_for, steps, median_step))

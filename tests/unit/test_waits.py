@@ -1,0 +1,127 @@
+"""Who makes everyone wait (output/waits): in a synchronous job every rank's step time is the
+same; the slow rank shows as the others' wait in its collectives, named with its place in the
+layout, its group and its reason."""
+
+import json
+import os
+
+import pytest
+
+from helpers.cli import run_cli, run_cli_json
+from mindspeed_prof.layout import TORCH_TRACE_TEMPLATE
+from mindspeed_prof.output.summary import torchtrace
+from mindspeed_prof.output.waits import Layout
+from output_fixtures.simulated_job import COMPUTE_US, simulated_job
+
+
+def test_the_slow_rank_of_a_1024_rank_synchronous_job_is_the_one_the_others_wait_for(
+        tmp_path, capsys):
+    directory = simulated_job(str(tmp_path / "prof"), ranks=1024, slow={77: "compute"}, tp=8,
+                              hosts=8)
+    code, data = run_cli_json(capsys, "summary", directory)
+    assert code == 0
+    # the fixture is a synchronous job: rank 77's step is everyone's
+    assert len({r["step_time_us"] for r in data["ranks"]}) == 1
+    [slow] = [s for s in data["slow_ranks"] if s["slow"]]
+    assert (slow["rank"], slow["place"], slow["reason"]) == (77, "tp5 pp0 dp9", "compute-bound")
+    assert slow["grew"]["what"] == "aten::mm" and slow["grew"]["pct"] == pytest.approx(200.0)
+    assert slow["deviation_pct"] == 0.0  # step time cannot tell: it stays a secondary column
+    assert slow["line"].startswith("rank 77 · tp5 pp0 dp9 — ")
+    waits = data["waits"]
+    # its DP group (dp5: the ranks of tp coordinate 5) waited 2 x 800 us per step for it
+    [row] = [r for r in waits["ranks"] if r["rank"] == 77]
+    assert row["arrived_last"] == 3 and row["own_wait_us"] == 0.0
+    assert {g["group"] for g in waits["groups"]} == {f"dp{i}" for i in range(8)} | {"world"}
+    dp5 = next(g for g in waits["groups"] if g["group"] == "dp5")
+    assert dp5["wait_us"] == pytest.approx(3 * 127 * 2 * COMPUTE_US)
+    code, text, _ = run_cli(capsys, "summary", directory)
+    assert "Slow ranks: the ranks others wait for" in text and "rank 77 · tp5 pp0 dp9" in text
+
+
+def test_a_host_bound_rank_and_a_slow_link_are_told_apart(tmp_path, capsys):
+    directory = simulated_job(str(tmp_path / "prof"), ranks=8, slow={6: "free", 2: "comm"},
+                              tp=2, hosts=4)
+    _, data = run_cli_json(capsys, "summary", directory)
+    slow = {s["rank"]: s for s in data["slow_ranks"] if s["slow"]}
+    assert list(slow) == [6] and slow[6]["reason"] == "host-bound"
+    assert slow[6]["grew"] == {"what": "host time outside operators",
+                               "us_per_step": pytest.approx(2 * COMPUTE_US)}
+    groups = {g["group"]: g for g in data["waits"]["groups"]}
+    # rank 2's DP group moves its bytes 3x slower than the other DP group: a slow link
+    assert groups["dp0"]["slow_link"] == [{"bytes": 1 << 20, "transfer_us": 900.0,
+                                           "peers_us": 300.0}]
+    assert not groups["dp1"]["slow_link"]
+    assert groups["dp0"]["bandwidth_gbps"] == pytest.approx((1 << 20) / 900.0 / 1e3)
+
+
+def test_a_calm_synchronous_job_names_no_slow_rank(tmp_path, capsys):
+    directory = simulated_job(str(tmp_path / "prof"), ranks=16, tp=2, hosts=8)
+    _, data = run_cli_json(capsys, "summary", directory)
+    assert not any(s["slow"] for s in data["slow_ranks"])
+    code, text, _ = run_cli(capsys, "summary", directory)
+    assert code == 0 and "Slow ranks: none (no rank made the other members" in text
+
+
+def test_a_host_whose_clock_is_seconds_off_keeps_its_slow_ranks_lateness(tmp_path, capsys):
+    # ranks 4-7 share a host whose clock is 3 s ahead; rank 5 on it computes 3x longer
+    directory = simulated_job(str(tmp_path / "prof"), ranks=8, slow={5: "compute"}, hosts=4,
+                              skew_us={1: 3_000_000.0})
+    _, data = run_cli_json(capsys, "summary", directory)
+    clocks = data["waits"]["clocks"]
+    assert clocks["clocks"] == "per host"
+    assert {r: clocks["offsets_us"][str(r)] for r in range(8)} == {
+        **{r: 0.0 for r in range(4)}, **{r: -3_000_000.0 for r in range(4, 8)}}
+    assert clocks["basis"]["5"] == "collective ends" and clocks["uncertainty_us"]["5"] < 1.0
+    late = data["waits"]["lateness"]
+    # the lateness stays rank 5's: 1.6 ms at each step's all-reduce, none absorbed by a clock
+    assert late["us"] == [[0.0] * 3] * 5 + [[2 * COMPUTE_US] * 3] + [[0.0] * 3] * 2
+    [slow] = [s for s in data["slow_ranks"] if s["slow"]]
+    assert slow["rank"] == 5 and slow["reason"] == "compute-bound"
+
+
+def test_one_late_rank_does_not_move_its_hosts_clock(tmp_path, capsys):
+    # every rank on its own host (no manifests: each rank its own clock); rank 3 computes
+    # longer: its offset comes from collective ends, so its lateness is not absorbed
+    directory = simulated_job(str(tmp_path / "prof"), ranks=4, slow={3: "compute"})
+    _, data = run_cli_json(capsys, "summary", directory)
+    clocks = data["waits"]["clocks"]
+    assert clocks["clocks"] == "per rank"
+    assert set(clocks["offsets_us"].values()) == {0.0}
+    assert data["waits"]["lateness"]["us"][3][0] > 0.0
+
+
+def _trace(path, rank, events):
+    with open(path / TORCH_TRACE_TEMPLATE.format(rank=rank, time_ns=1_000 + rank), "w") as f:
+        json.dump({"traceEvents": events}, f)
+
+
+def test_a_collective_inside_an_autograd_op_is_communication_not_overlap(tmp_path):
+    """Megatron's _ReduceFromModelParallelRegion wraps its all-reduce on the same thread: the
+    time inside the collective is communication, not compute overlapping it."""
+    step = {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
+            "ts": 0.0, "dur": 1000.0}
+    region = {"ph": "X", "cat": "cpu_op", "name": "_ReduceFromModelParallelRegion", "pid": 1,
+              "tid": 1, "ts": 100.0, "dur": 500.0}
+    reduce = {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": 1, "tid": 1,
+              "ts": 150.0, "dur": 400.0}
+    _trace(tmp_path, 0, [step, region, reduce])
+    [path] = [tmp_path / f for f in os.listdir(tmp_path)]
+    parts = torchtrace.summarize_trace(str(path)).breakdown[1]
+    assert parts["Overlapped"] == 0.0
+    assert parts["Communication(Not Overlapped)"] == 400.0
+    assert parts["Computing"] == 100.0
+    assert parts["Free"] == 500.0
+
+
+def test_groups_are_named_by_the_layout_never_by_id():
+    layout = Layout.from_manifests({r: {"tensor_model_parallel_size": 2,
+                                        "pipeline_model_parallel_size": 2,
+                                        "data_parallel_size": 2, "context_parallel_size": 1,
+                                        "world_size": 8} for r in range(8)})
+    assert layout.place(5) == "tp1 pp1 dp0"
+    assert layout.group_name({4, 6}) == "dp2"  # pp1's DP group of tp0
+    assert layout.group_name({2, 3}) == "tp1"
+    assert layout.group_name({1, 5}) == "pp1"
+    assert layout.group_name(range(8)) == "world"
+    assert layout.group_name({0, 7}) == "ranks 0,7"
+    assert Layout().group_name({0, 1, 2}) == "ranks 0-2"
