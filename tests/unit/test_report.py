@@ -16,7 +16,8 @@ from output_fixtures.simulated_job import GROUP, NELEMS, simulated_job
 pytest.importorskip("plotly")
 
 SLOW = {5: "compute", 2: "comm", 6: "free"}
-SECTIONS = ("Who makes whom wait", "Verdicts", "Rank × iteration heatmaps", "Breakdown per iteration", "Slow ranks",
+SECTIONS = ("Who makes whom wait", "Verdicts", "Rank × iteration heatmaps",
+            "Breakdown per iteration", "Slow ranks",
             "Per-rank breakdown", "Top operators", "Communication per group",
             "Captures taken by themselves", "Memory")
 

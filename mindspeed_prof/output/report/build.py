@@ -155,7 +155,7 @@ def _slow_steps(rows: List[Dict[str, Any]]) -> None:
         for row in mine:
             if median > 0 and row["mean_us"]["step_time"] >= SLOW_STEP * median:
                 grew = {k: row["mean_us"][k] - v for k, v in parts.items()}
-                top = max(grew, key=grew.get) if grew else None
+                top = max(grew, key=lambda k: grew[k]) if grew else None
                 row["slow_step"] = {"over_median_pct": 100.0 * (row["mean_us"]["step_time"]
                                                                 / median - 1.0),
                                     "grew": top, "grew_us": grew.get(top) if top else None}

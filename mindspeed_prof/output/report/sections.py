@@ -157,26 +157,30 @@ class Sections:
                              or "No rank made the others wait "
                                 f"{waits['slow_wait_pct']:g} % of the median step time or "
                                 "more per step.") + "</p>")
-        rows = [f"<tr class='{'slow' if r['slow'] else ''}'><td class=n>{r['rank']}</td>"
-                f"<td>{e(r.get('place') or '-')}</td><td class=n>{r['arrived_last']}</td>"
-                f"{us_cell(r['made_wait_us'])}{us_cell(r['delay_per_step_us'])}"
-                f"{us_cell(r['own_wait_us'])}<td>{e(r.get('group') or '-')}</td>"
-                f"<td>{e(r.get('reason') or ('-' if not r['slow'] else 'cause not in the breakdown'))}"
-                f"</td></tr>" for r in waiting.ranks_by_wait(waits)]
+        rows = []
+        for r in waiting.ranks_by_wait(waits):
+            why = r.get("reason") or ("cause not in the breakdown" if r["slow"] else "-")
+            rows.append(f"<tr class='{'slow' if r['slow'] else ''}'><td class=n>{r['rank']}</td>"
+                        f"<td>{e(r.get('place') or '-')}</td>"
+                        f"<td class=n>{r['arrived_last']}</td>{us_cell(r['made_wait_us'])}"
+                        f"{us_cell(r['delay_per_step_us'])}{us_cell(r['own_wait_us'])}"
+                        f"<td>{e(r.get('group') or '-')}</td><td>{e(why)}</td></tr>")
         if rows:
             self.parts.append(table(["RANK", "PLACE", "ARRIVED LAST", "OTHERS WAITED (ms)",
                                      "PER MEMBER PER STEP (ms)", "OWN WAIT (ms)", "GROUP",
                                      "REASON"], rows, "waits-ranks"))
-        rows = [f"<tr><td>{e(g['group'])}</td><td>{e(g['kind'])}</td><td class=n>{g['count']}"
-                f"</td><td class=n>{g['members']}</td>{us_cell(g['wait_us'])}"
-                f"{us_cell(g['transfer_us'])}"
-                f"<td class=n>{'-' if g['bytes'] is None else format(g['bytes'] / (1 << 20), '.2f')}"
-                f"</td><td class=n>{'-' if g['bandwidth_gbps'] is None else format(g['bandwidth_gbps'], '.3f')}"
-                f"</td><td class={'bad' if g['slow_link'] else ''}>"
-                + (e("slow link: transfers " + ", ".join(
-                    f"{s['transfer_us'] / 1000:.3f} ms vs {s['peers_us'] / 1000:.3f} ms"
-                    for s in g["slow_link"][:3]) + " in other groups") if g["slow_link"] else "-")
-                + "</td></tr>" for g in waits["groups"][:MAX_LISTED]]
+        rows = []
+        for g in waits["groups"][:MAX_LISTED]:
+            mib = "-" if g["bytes"] is None else format(g["bytes"] / (1 << 20), ".2f")
+            speed = "-" if g["bandwidth_gbps"] is None else format(g["bandwidth_gbps"], ".3f")
+            link = "-" if not g["slow_link"] else "slow link: transfers " + ", ".join(
+                f"{s['transfer_us'] / 1000:.3f} ms vs {s['peers_us'] / 1000:.3f} ms"
+                for s in g["slow_link"][:3]) + " in other groups"
+            rows.append(f"<tr><td>{e(g['group'])}</td><td>{e(g['kind'])}</td>"
+                        f"<td class=n>{g['count']}</td><td class=n>{g['members']}</td>"
+                        f"{us_cell(g['wait_us'])}{us_cell(g['transfer_us'])}"
+                        f"<td class=n>{mib}</td><td class=n>{speed}</td>"
+                        f"<td class={'bad' if g['slow_link'] else ''}>{e(link)}</td></tr>")
         self.parts.append(table(["GROUP", "KIND", "COLLECTIVES", "MEMBERS", "WAIT (ms)",
                                  "TRANSFER (ms)", "MiB", "GB/s", "LINK"], rows, "waits-groups"))
         clocks = waits["clocks"]
@@ -207,10 +211,11 @@ class Sections:
         if not slow["of"] or (slow["of"] < 2):
             self.note("fewer than two ranks with step times: no rank to compare.")
             return
-        rule = ("the ranks others wait for in collectives (output/waits)" if slow["by_waits"]
+        rule = ("the ranks others wait for in collectives, steadily" if slow["by_waits"]
                 else "5% or more over the median step time")
         if not slow["rows"]:
-            self.parts.append(f"<p>No slow rank among {slow['of']}: none is {e(rule)}.</p>")
+            self.parts.append(f"<p>No slow rank among {slow['of']} rank(s) "
+                              f"(slow: {e(rule)}).</p>")
             return
         self.parts.append(f"<p>{slow['slow']} of {slow['of']} rank(s) slow: {e(rule)}"
                           + (f"; the first {slow['shown']}:" if slow["shown"] < slow["slow"]

@@ -58,7 +58,8 @@ class Found:
 
 def _outermost(events: List[tuple]) -> List[tuple]:
     """The calls not inside another collective call of their thread."""
-    kept, open_until = [], {}
+    kept: List[tuple] = []
+    open_until: Dict[str, float] = {}
     for event in sorted(events, key=lambda e: (str(e[2]), e[3], -e[4])):
         thread, start, end = str(event[2]), event[3], event[3] + event[4]
         if start < open_until.get(thread, float("-inf")):

@@ -48,7 +48,8 @@ def breakdown(threads, steps: Dict[int, Tuple[float, float]],
     """(basis, {N: {component: us}}) from each thread's ``ts``/``dur``/``kind`` arrays and the
     steps' (ts, dur) on the CPU and, where annotated, on the device."""
     np = need("numpy")
-    parts: Dict[int, Tuple[list, list]] = {kind: ([], []) for kind in (CPU_COMPUTE, CPU_COMM, DEVICE_COMPUTE, DEVICE_COMM)}
+    parts: Dict[int, Tuple[list, list]] = {
+        kind: ([], []) for kind in (CPU_COMPUTE, CPU_COMM, DEVICE_COMPUTE, DEVICE_COMM)}
     for thread in threads:
         kinds = np.frombuffer(thread.kind, dtype=np.int8) if len(thread.kind) else \
             np.zeros(0, np.int8)
@@ -68,7 +69,8 @@ def breakdown(threads, steps: Dict[int, Tuple[float, float]],
                 if kind == CPU_COMPUTE and len(comm_starts):
                     # an operator around a collective on its own thread (Megatron's
                     # _ReduceFromModelParallelRegion) waits in it: that time is communication
-                    lo, hi = _without(np, *_union(lo, hi), comm_starts, comm_ends)
+                    merged_lo, merged_hi = _union(lo, hi)
+                    lo, hi = _without(np, merged_lo, merged_hi, comm_starts, comm_ends)
                 parts[kind][0].append(lo)
                 parts[kind][1].append(hi)
     device = bool(parts[DEVICE_COMPUTE][0] or parts[DEVICE_COMM][0])

@@ -34,7 +34,7 @@ from . import match
 from .layout import Layout
 
 SLOW_WAIT_PCT = 10.0
-STEADY = 3.0  # ... and steadily: its median delay this many times its spread over the steps
+STEADY = 5.0  # ... and steadily: its median delay this many times its spread over the steps
 EXPLAINS = 0.25  # a part of the breakdown explains lateness when it grew by this share of it
 # a group's transfers this much slower than other groups' of its kind and size: a slow link
 SLOW_LINK_RATIO = 1.5
@@ -120,12 +120,14 @@ def analyse(rank_summaries: List[Any], layout: Layout,
                   if s.get("step_time") is not None]
     median_step = statistics.median(step_times) if step_times else None
     group_rows = _group_rows(groups)
-    table = [{"rank": rank, "place": layout.place(rank), **{k: v for k, v in stats.items()
-                                                            if k != "delay_us"},
-              "delay_per_step_us": stats["delay_us"] / len(steps) if steps else 0.0,
-              "median_delay_us": statistics.median(delay_in_step[rank].get(s, 0.0)
-                                                   for s in steps) if steps else 0.0}
-             for rank, stats in per_rank.items()]
+    table: List[Dict[str, Any]] = []
+    for rank, stats in per_rank.items():
+        row: Dict[str, Any] = {"rank": rank, "place": layout.place(rank),
+                               **{k: v for k, v in stats.items() if k != "delay_us"}}
+        row["delay_per_step_us"] = stats["delay_us"] / len(steps) if steps else 0.0
+        row["median_delay_us"] = statistics.median(delay_in_step[rank].get(s, 0.0)
+                                                   for s in steps) if steps else 0.0
+        table.append(row)
     table.sort(key=lambda t: (-t["made_wait_us"], t["rank"]))
     slow = []
     for row in table:

@@ -8,7 +8,7 @@ that is no such group is named by its ranks (``world`` when it is every rank).
 """
 
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, Iterable, Optional
+from typing import Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 KINDS = ("dp", "tp", "pp", "cp")  # a set that is several groups at once takes the first
 _SIZE_KEYS = {"tp": "tensor_model_parallel_size", "pp": "pipeline_model_parallel_size",
@@ -28,21 +28,23 @@ class Layout:
     def from_manifests(cls, parallel: Dict[int, dict]) -> "Layout":
         """The layout the manifests agree on ({rank: manifest's ``parallel``}); unknown when
         none says it or they disagree, or its sizes do not multiply to its world size."""
-        seen = set()
+        seen: Set[Tuple[int, int, int, int, Optional[int]]] = set()
         for data in parallel.values():
             if not isinstance(data, dict):
                 continue
-            sizes = []
+            sizes: List[int] = []
             for kind in ("tp", "cp", "dp", "pp"):
                 value = data.get(_SIZE_KEYS[kind], 1)
-                sizes.append(value if isinstance(value, int) and not isinstance(value, bool)
-                             and value >= 1 else None)
+                if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                    return cls()
+                sizes.append(value)
             world = data.get("world_size")
-            seen.add((*sizes, world if isinstance(world, int) else None))
+            seen.add((sizes[0], sizes[1], sizes[2], sizes[3],
+                      world if isinstance(world, int) else None))
         if len(seen) != 1:
             return cls()
         tp, cp, dp, pp, world = seen.pop()
-        if None in (tp, cp, dp, pp) or (world is not None and tp * cp * dp * pp != world):
+        if world is not None and tp * cp * dp * pp != world:
             return cls()
         return cls(tp, cp, dp, pp, tp * cp * dp * pp, True)
 
@@ -65,7 +67,8 @@ class Layout:
         found = []
         for i in range(getattr(self, kind)):
             c2 = {**c, kind: i}
-            found.append(c2["tp"] + self.tp * (c2["cp"] + self.cp * (c2["dp"] + self.dp * c2["pp"])))
+            found.append(c2["tp"] + self.tp * (c2["cp"] + self.cp * (c2["dp"]
+                                                                     + self.dp * c2["pp"])))
         return frozenset(found)
 
     def index(self, kind: str, rank: int) -> int:
