@@ -11,7 +11,7 @@ from helpers.cli import run_cli, run_cli_json
 from helpers.report_page import read_page
 from mindspeed_prof.output.report import heatmap, sections, write
 from output_fixtures import corrupt, samples
-from output_fixtures.simulated_job import GROUP, NELEMS, simulated_job
+from output_fixtures.simulated_job import NELEMS, simulated_job
 
 pytest.importorskip("plotly")
 

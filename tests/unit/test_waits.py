@@ -125,3 +125,40 @@ def test_groups_are_named_by_the_layout_never_by_id():
     assert layout.group_name(range(8)) == "world"
     assert layout.group_name({0, 7}) == "ranks 0,7"
     assert Layout().group_name({0, 1, 2}) == "ranks 0-2"
+
+
+def test_npu_captures_of_a_1024_rank_job_name_the_slow_rank_from_communication_json(
+        tmp_path, capsys):
+    from output_fixtures.simulated_npu_job import npu_job
+
+    # ranks 600-607 share a host whose clock is 2 s behind; rank 601 computes 3x longer
+    directory = npu_job(str(tmp_path / "prof"), ranks=1024, slow={601: "compute"}, tp=8,
+                        hosts=8, skew_us={75: -2_000_000.0})
+    code, data = run_cli_json(capsys, "summary", directory)
+    assert code == 0 and len({r["step_time_us"] for r in data["ranks"]}) == 1
+    waits = data["waits"]
+    assert waits["backend"] == "npu"
+    # the HCCL groups are named by the layout from the ranks holding each hash, never by it
+    assert {g["group"] for g in waits["groups"]} == {f"dp{i}" for i in range(8)} | {"world"}
+    [slow] = [s for s in data["slow_ranks"] if s["slow"]]
+    assert (slow["rank"], slow["place"], slow["reason"]) == (601, "tp1 pp0 dp75",
+                                                             "compute-bound")
+    offsets = waits["clocks"]["offsets_us"]
+    assert {offsets[str(r)] for r in range(600, 608)} == {2_000_000.0}
+    assert {offsets[str(r)] for r in range(0, 600)} == {0.0}
+    # 1.6 ms late at its DP all-reduce and, never having waited, at the world's
+    assert waits["lateness"]["us"][601] == [2 * 2 * COMPUTE_US] * 3
+
+
+def test_the_real_ascend_samples_match_their_collectives_and_state_the_clocks(tmp_path,
+                                                                            capsys):
+    from output_fixtures import samples
+
+    samples.two_ranks(tmp_path)
+    _, data = run_cli_json(capsys, "summary", tmp_path)
+    waits = data["waits"]
+    assert waits["backend"] == "npu" and waits["collectives"] == 25
+    clocks = waits["clocks"]
+    # two ranks of one real job: their clocks agree to a few tens of µs, and that is said
+    assert abs(clocks["offsets_us"]["1"]) < 100 and clocks["uncertainty_us"]["1"] < 100
+    assert clocks["basis"]["1"] == "collective ends"

@@ -130,7 +130,7 @@ def per_step(ranks: List[Dict[str, Any]], waits: Optional[Dict[str, Any]] = None
                  for k in keys if any(s.get(k) is not None for _, s in found)}
         timed = [(s["step_time"], r["rank"]) for r, s in found if s.get("step_time") is not None]
         slowest = max(timed, key=lambda t: (t[0], -t[1])) if timed else (None, None)
-        by_waits = backend == "torch" and number in waited
+        by_waits = backend == (waits or {}).get("backend") and number in waited
         rows.append({"step": number, "backend": backend, "ranks": len({r["rank"]
                                                                         for r, _ in found}),
                      "mean_us": means, "max_step_time_us": slowest[0],

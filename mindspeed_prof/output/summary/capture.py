@@ -18,7 +18,7 @@ from ..read import claims, columns, dbsummary, kernels
 from ..read.csvtable import CsvTable, number
 from ..read.errors import CorruptFile
 from ..timeline import clock
-from . import aggregate, npu_db, requests, torchtrace
+from . import aggregate, npu_collectives, npu_db, requests, torchtrace
 from .aggregate import Item
 from .model import RankSummary
 
@@ -78,6 +78,7 @@ def _npu(run, rank_summary):
         npu_db.summarise(run, out, rank_summary)
         return
     _steps(rank_summary, os.path.join(out, "step_trace_time.csv"), run.rel)
+    rank_summary.collectives.extend(npu_collectives.read(run.path))
     try:
         _kernels(rank_summary, os.path.join(out, "kernel_details.csv"))
         _op_types(rank_summary, os.path.join(out, "op_statistic.csv"))

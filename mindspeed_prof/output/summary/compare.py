@@ -57,7 +57,8 @@ def _by_waits(entries, waits):
     order = {row["rank"]: i for i, row in enumerate(waits["ranks"])}
     judged, rest = [], []
     for entry in entries:
-        if entry["rank"] not in covered or entry.get("backend", "torch") != "torch":
+        if entry["rank"] not in covered or entry.get("backend", waits.get("backend")) \
+                != waits.get("backend"):
             rest.append(entry)
             continue
         mine = slow.get(entry["rank"], covered[entry["rank"]])

@@ -97,7 +97,15 @@ def _waits(summary, manifests):
                                     if isinstance(d, dict)})
     hosts = {rank: d.get("hostname") if isinstance(d.get("hostname"), str) else None
              for rank, d in data.items() if isinstance(d, dict)}
-    return analyse([r for r in summary.ranks if r.backend == "torch"], layout, hosts)
+    # one backend's ranks: torch traces where there are (they time what ran), else NPU ones
+    for backend in ("torch", "npu"):
+        timed = [r for r in summary.ranks if r.backend == backend and r.collectives]
+        if len(timed) > 1:
+            result = analyse(timed, layout, hosts)
+            if result:
+                result["backend"] = backend
+            return result
+    return None
 
 
 def _two_backends(by_key):
