@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from ...errors import ConfigError
 from ..check.file import FileCheck
 from ..check.report import MISSING, RankReport, Report
-from ..summary.directory import Summary, closing_notes
+from ..summary.directory import Summary, closing_notes, waits_of
 from ..read.errors import CorruptFile
 from ..read.regular import read_regular
 from .node_report import FORMAT, VERSION, rank_summary_from
@@ -102,6 +102,8 @@ def merge_reports(paths):
             summaries.setdefault((item["rank"], item["backend"] or ""), rank_summary_from(item))
         for note in data["summary"]["notes"]:
             notes.setdefault(note, None)
+        for rank, place in (data["summary"].get("places") or {}).items():
+            summary.places.setdefault(int(rank), place)
     judged = [r for r in dict.fromkeys(data["check"].get("run") for _, data in reports)
               if r is not None]
     if len(judged) > 1 and not left_out:
@@ -129,6 +131,7 @@ def merge_reports(paths):
     check.warnings = list(warnings)
     summary.ranks = [summaries[key] for key in sorted(summaries)]
     summary.notes = list(notes) + closing_notes(summary, directory)
+    summary.waits = waits_of(summary)  # the job's waits, as one machine finds them
     return Merged(check, summary, len(every))
 
 

@@ -37,6 +37,7 @@ def node_report(path, share=None, expected_ranks=None, top=10, run=None):
             "check": report.as_dict(),
             "summary": {"directory": summary.directory, "top": summary.top,
                         "notes": summary.notes,
+                        "places": {str(r): p for r, p in summary.places.items()},
                         "ranks": [rank_summary_dict(r) for r in summary.ranks]}}
     return report, summary, data
 
@@ -76,7 +77,8 @@ def write_report(data, target):
 def rank_summary_dict(rank_summary):
     data = {k: getattr(rank_summary, k) for k in ("rank", "backend", "sources", "steps",
                                                   "op_types_source", "requests", "notes",
-                                                  "basis")}
+                                                  "basis", "collectives")}
+    data["spans"] = [[n, a, b] for n, (a, b) in sorted(rank_summary.spans.items())]
     for name in ITEM_FIELDS:  # in insertion order: ties sort as on one machine
         data[name] = [[list(key) if isinstance(key, tuple) else key, item.name, item.kind,
                        item.total_us, item.count]
@@ -89,6 +91,9 @@ def rank_summary_from(data):
     for name in ("backend", "sources", "steps", "op_types_source", "requests", "notes"):
         setattr(rank_summary, name, data[name])
     rank_summary.basis = data.get("basis")  # reports of 0.x before it have none
+    # the collectives and step spans the wait analysis matches (none in older reports)
+    rank_summary.collectives = [list(c) for c in data.get("collectives") or []]
+    rank_summary.spans = {n: (a, b) for n, a, b in data.get("spans") or []}
     for name in ITEM_FIELDS:
         setattr(rank_summary, name, {
             tuple(key) if isinstance(key, list) else key: Item(item_name, kind, total, count)

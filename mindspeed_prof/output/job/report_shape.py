@@ -137,6 +137,19 @@ def _rank_summary(data: dict, where: str) -> None:
         for key, value in step.items():
             if key != "step" and not _is(value, (*NUMBER, NONE)):
                 raise Malformed(f"{at}{key} is {_show(value)}, a number expected")
+    for index, item in enumerate(data.get("collectives") and _items(data, "collectives",
+                                                                  (list,), where) or []):
+        if len(item) != 6 or not _is(item[0], (int,)) or not _is(item[1], (str,)) \
+                or not _is(item[2], (str,)) or not _is(item[3], (*NUMBER, NONE)) \
+                or not _is(item[4], NUMBER) or not _is(item[5], NUMBER):
+            raise Malformed(f"{where}collectives[{index}] is {_show(item)}, [step, name, "
+                            f"group, bytes, start_us, end_us] expected")
+    for index, item in enumerate(data.get("spans") and _items(data, "spans", (list,), where)
+                                 or []):
+        if len(item) != 3 or not _is(item[0], (int,)) or not _is(item[1], NUMBER) \
+                or not _is(item[2], NUMBER):
+            raise Malformed(f"{where}spans[{index}] is {_show(item)}, [step, start_us, end_us] "
+                            f"expected")
     for key in ("kernels", "op_types", "ops"):
         for index, item in enumerate(_items(data, key, (list,), where)):
             at = f"{where}{key}[{index}]"
@@ -156,6 +169,14 @@ def _summary(data: dict) -> None:
     _items(data, "notes", (str,), where)
     for index, item in enumerate(_items(data, "ranks", (dict,), where)):
         _rank_summary(item, f"{where}ranks[{index}].")
+    if data.get("places") is not None:  # each rank's layout and host (output/waits)
+        for rank, place in _need(data, "places", (dict,), where).items():
+            at = f"{where}places.{rank}."
+            if not rank.isdigit() or not _is(place, (dict,)):
+                raise Malformed(f"{where}places has {_show(rank)}: {_show(place)}, a rank and "
+                                f"its parallel layout and host expected")
+            _need(place, "parallel", (dict, NONE), at)
+            _need(place, "hostname", (str, NONE), at)
 
 
 def shape_problem(data: dict) -> Optional[str]:

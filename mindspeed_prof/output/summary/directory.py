@@ -18,7 +18,8 @@ from . import aggregate, engine_steps
 from .capture import main_file_size, read_capture
 from .model import RankSummary, Summary
 
-__all__ = ["RankSummary", "Summary", "summarize_directory", "closing_notes", "read_capture"]
+__all__ = ["RankSummary", "Summary", "summarize_directory", "closing_notes", "read_capture",
+           "waits_of"]
 
 
 def check_arguments(path: "str | os.PathLike[str]", top: int) -> None:
@@ -82,22 +83,31 @@ def summarize_directory(path: "str | os.PathLike[str]", top: int = 10,
                                     if (r.rank, r.backend) == key])
         summary.ranks.append(rank_summary)
     summary.notes.extend(_two_backends(by_key))
-    summary.waits = _waits(summary, manifests)
+    summary.places = {rank: _place(m) for rank, m in manifests.items()
+                      if only is None or rank in only}
+    if only is None:  # a node's share: the merge finds the job's waits (job/merge.py)
+        summary.waits = waits_of(summary)
     if only is None:
         summary.notes.extend(closing_notes(summary, path))
     return summary
 
 
-def _waits(summary, manifests):
-    """The wait analysis of the torch ranks (output/waits), named by the manifests' layout."""
+def _place(manifest):
+    """What the wait analysis needs of a rank's manifest: its parallel layout and host."""
+    data = getattr(manifest, "data", None)
+    data = data if isinstance(data, dict) else {}
+    parallel, host = data.get("parallel"), data.get("hostname")
+    return {"parallel": parallel if isinstance(parallel, dict) else None,
+            "hostname": host if isinstance(host, str) else None}
+
+
+def waits_of(summary):
+    """The wait analysis (output/waits) of one backend's ranks, named by the layout: torch
+    traces where there are (they time what ran), else NPU captures."""
     from ..waits import Layout, analyse
 
-    data = {rank: getattr(m, "data", None) for rank, m in manifests.items()}
-    layout = Layout.from_manifests({rank: d.get("parallel") for rank, d in data.items()
-                                    if isinstance(d, dict)})
-    hosts = {rank: d.get("hostname") if isinstance(d.get("hostname"), str) else None
-             for rank, d in data.items() if isinstance(d, dict)}
-    # one backend's ranks: torch traces where there are (they time what ran), else NPU ones
+    layout = Layout.from_manifests({r: p.get("parallel") for r, p in summary.places.items()})
+    hosts = {r: p.get("hostname") for r, p in summary.places.items()}
     for backend in ("torch", "npu"):
         timed = [r for r in summary.ranks if r.backend == backend and r.collectives]
         if len(timed) > 1:

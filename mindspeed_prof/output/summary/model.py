@@ -51,6 +51,7 @@ class Summary:
     notes: list = field(default_factory=list)
     run: Optional[str] = None  # the run summarised, when manifests name one (read/jobruns.py)
     waits: Optional[dict] = None  # who makes everyone wait (output/waits), where traces say
+    places: dict = field(default_factory=dict)  # rank -> {"parallel", "hostname"} (manifests)
 
     def rank(self, rank):
         return next((r for r in self.ranks if r.rank == rank), None)
