@@ -34,6 +34,7 @@ FIGURES = {
     9: ("report", "report beside check on the same files; its size at 1,024 ranks"),
     10: ("output_analysis", "timeline and diff beside check on the same files"),
     11: ("whatif", "whatif beside the paper's published analyzer"),
+    12: ("waits", "the wait analysis beside summary on 64 ranks"),
 }
 
 

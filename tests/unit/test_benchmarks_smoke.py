@@ -27,7 +27,7 @@ def test_quick_mode_runs_every_figure_and_prints_each_row(tmp_path):
     # 1 = ran, some target missed: expected at quick mode's sizes
     assert done.returncode in (0, 1), done.stdout + done.stderr
     rows = json.loads((tmp_path / "rows.json").read_text())
-    assert sorted({row["figure"].split()[0] for row in rows}, key=int) == [str(n) for n in range(1, 12)]
+    assert sorted({row["figure"].split()[0] for row in rows}, key=int) == [str(n) for n in range(1, 13)]
     assert not [row for row in rows if row["failed"]], done.stdout
     assert "NOT comparable with the targets" in done.stdout
     table = done.stdout.splitlines()
@@ -39,7 +39,7 @@ def test_quick_mode_runs_every_figure_and_prints_each_row(tmp_path):
 @pytest.mark.parametrize("only", ["0", "99", "1,x", ""])
 def test_only_rejects_figures_that_do_not_exist(only):
     done = benchmark("--only", only, timeout=60)
-    assert done.returncode == 2 and "--only" in done.stderr and "1-11" in done.stderr
+    assert done.returncode == 2 and "--only" in done.stderr and "1-12" in done.stderr
 
 
 def test_jobs_is_refused_outside_quick_mode():
