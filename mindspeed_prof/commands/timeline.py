@@ -80,8 +80,9 @@ def summary_lines(merged, every=False):
     else:
         lines.append(f"clocks aligned on the {alignment.aligned_on}, one clock "
                      f"{alignment.clocks}; reference rank {alignment.reference_rank}; "
-                     f"boundaries agree within {alignment.tolerance_us:,.1f} µs after the "
-                     f"offsets")
+                     f"they agree within {alignment.tolerance_us:,.1f} µs after the "
+                     f"offsets (an offset is clock error; lateness between ranks is skew and "
+                     f"stays)")
     from mindspeed_prof.output.render import many
 
     tracks = selection.tracks

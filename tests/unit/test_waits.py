@@ -162,3 +162,45 @@ def test_the_real_ascend_samples_match_their_collectives_and_state_the_clocks(tm
     # two ranks of one real job: their clocks agree to a few tens of µs, and that is said
     assert abs(clocks["offsets_us"]["1"]) < 100 and clocks["uncertainty_us"]["1"] < 100
     assert clocks["basis"]["1"] == "collective ends"
+
+
+def _shift_step_starts(directory, rank, by_us):
+    """Move the start of rank ``rank``'s ProfilerStep markers later by ``by_us`` (their ends
+    stay): its step boundaries now disagree with its collectives by a lateness of its own."""
+    [name] = [f for f in os.listdir(directory) if f.startswith(f"rank{rank}.")]
+    path = os.path.join(directory, name)
+    with open(path) as handle:
+        trace = json.load(handle)
+    for event in trace["traceEvents"]:
+        if event.get("name", "").startswith("ProfilerStep#"):
+            event["ts"] += by_us
+            event["dur"] -= by_us
+    with open(path, "w") as handle:
+        json.dump(trace, handle)
+
+
+def test_timeline_aligns_clocks_on_collective_ends_never_on_a_ranks_lateness(
+        tmp_path, capsys, monkeypatch):
+    import gzip
+
+    from mindspeed_prof.output import cache
+
+    monkeypatch.setattr(cache, "MIN_BYTES", 0)  # these small traces are remembered too
+    monkeypatch.setattr(cache, "RACY_SECONDS", 0.0)
+    # no manifests: each rank its own clock. Rank 3's step markers start 1 ms late (its own
+    # lateness, on a clock that is right): step boundaries would call half of it clock error
+    directory = simulated_job(str(tmp_path / "prof"), ranks=4, slow={3: "compute"})
+    _shift_step_starts(directory, 3, 1000.0)
+    out = str(tmp_path / "t.json.gz")
+    code, printed, _ = run_cli(capsys, "timeline", directory, "-o", out)
+    assert code == 0
+    with gzip.open(out, "rt") as handle:
+        before = json.load(handle)["mindspeed_prof"]
+    assert before["offsets_us"]["3"] == -500.0  # the steps' median absorbs the lateness
+    assert run_cli(capsys, "summary", directory)[0] == 0  # remembers each trace's collectives
+    code, printed, _ = run_cli(capsys, "timeline", directory, "-o", out)
+    with gzip.open(out, "rt") as handle:
+        meta = json.load(handle)["mindspeed_prof"]
+    assert meta["aligned_on"].startswith("ends of the collectives every member leaves together")
+    assert meta["offsets_us"] == {"0": 0.0, "1": 0.0, "2": 0.0, "3": 0.0}
+    assert "an offset is clock error; lateness between ranks is skew" in printed

@@ -39,6 +39,66 @@ class Merged:
                         origin_us(self.selection, self.alignment))
 
 
+def on_collectives(selection: choose.Selection, alignment: clock.Alignment) -> clock.Alignment:
+    """The offsets again from collective ends (``clock.align_on_collectives``) where the ranks'
+    collectives are at hand without reading the traces again: a torch trace's from the cache
+    ``summary`` (or ``report``) filled, an NPU capture's communication.json. Else the step
+    boundaries' offsets stand, and say so."""
+    if alignment.aligned_on is None or len(selection.tracks) < 2:
+        return alignment
+    found = {}
+    for track in selection.tracks:
+        mine = _collectives(track)
+        if mine is None:
+            return alignment
+        found[track.rank] = mine
+    from ..waits import match
+
+    ends = {key: {rank: v[1] for rank, v in members.items()}
+            for key, members in match.keyed(found, {}).items() if len(members) > 1}
+    if not ends:
+        return alignment
+    lengths = [b - a for t in selection.tracks for a, b in t.steps().values()]
+    window = 0.5 * sorted(lengths)[len(lengths) // 2] if lengths else float("inf")
+    hosts = {t.rank: t.host for t in selection.tracks}
+    found_clocks = clock.align_on_collectives(ends, hosts, alignment.offsets_us, window)
+    used = max(found_clocks.ends_used.values(), default=0)
+    if not used:
+        return alignment
+    return clock.Alignment(
+        found_clocks.offsets_us,
+        f"ends of the collectives every member leaves together ({used} per clock at most; "
+        f"the step boundaries as the first guess)", alignment.common_steps,
+        found_clocks.reference_rank, alignment.clocks,
+        {r: found_clocks.uncertainty_us.get(r, alignment.residual_us.get(r, 0.0))
+         for r in found_clocks.offsets_us})
+
+
+def _collectives(track):
+    """[step, name, group, bytes, start, end] of a track on its clock; None when not at hand."""
+    import os
+
+    from .. import cache
+    from ..summary import npu_collectives, torchtrace
+
+    found = []
+    for capture in track.captures:
+        if capture.backend == "npu":
+            folder = os.path.dirname(os.path.dirname(capture.path))
+            found += npu_collectives.read(folder)
+            continue
+        hit = cache.load(capture.path, torchtrace.KIND)
+        if hit is None:
+            return None
+        try:
+            rows = torchtrace.TraceSummary.from_cached(hit).collectives
+        except (KeyError, TypeError, ValueError):
+            return None
+        base = capture.base_ns / 1000.0
+        found += [[*c[:4], c[4] + base, c[5] + base] for c in rows]
+    return found
+
+
 def check_output(output: Optional[str]) -> str:
     if not output:
         raise ConfigError("-o FILE.json.gz is required: where to write the merged timeline.")
@@ -66,6 +126,7 @@ def merge_timeline(directory: str, output: str, ranks: Optional[List[str]] = Non
     selection = choose.select(directory, ranks=ranks, steps=steps, role=role)
     alignment = clock.align({t.rank: t.steps() for t in selection.tracks},
                             {t.rank: t.host for t in selection.tracks}, selection.steps)
+    alignment = on_collectives(selection, alignment)
     origin = origin_us(selection, alignment)
     with outfile.ended_by_signals("timeline", output):  # SIGTERM: temporaries go, exit 143
         return _write(output, selection, alignment, origin, min_us)
