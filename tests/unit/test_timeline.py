@@ -174,8 +174,11 @@ def test_npu_trace_views_string_timestamps_are_written_as_numbers_in_each_ranks_
     threads = {e["args"]["name"] for e in data["traceEvents"] if e["name"] == "thread_name"}
     assert "Ascend Hardware · Stream 3" in threads
     # "1704161511420289.011": the fraction survives (float() of the string would lose it)
-    assert step_markers(data)[1][1] == (0.011, 14091.97)
-    assert data["mindspeed_prof"]["origin_us"] == 1704161511420289
+    # (the origin is the earliest aligned step start: rank 1's, its clock 16.5 µs behind by the
+    # collectives' ends in communication.json)
+    origin = data["mindspeed_prof"]["origin_us"]
+    assert 1704161511420289 - origin == 17
+    assert step_markers(data)[1][1] == (1704161511420289 - origin + 0.011, 14091.97)
     flows = [e for e in data["traceEvents"] if e["ph"] in ("s", "f")]
     assert {e["id"] >> 32 for e in flows} == {1, 2}  # no id shared across ranks
 

@@ -9,8 +9,9 @@ to match by, and named by the layout from the ranks that hold it (``waits/layout
 """
 
 import json
+import math
 import os
-from typing import List
+from typing import List, Optional
 
 from ...layout import ASCEND_OUTPUT_DIR
 
@@ -36,12 +37,12 @@ def read(path: str) -> List[list]:
                 times = info.get("Communication Time Info") if isinstance(info, dict) else None
                 if name == "Total Op Info" or not isinstance(times, dict):
                     continue
-                start, elapse = times.get("Start Timestamp(us)"), times.get("Elapse Time(ms)")
-                if not _finite(start) or not _finite(elapse) or elapse < 0:
+                start, elapse = _finite(times.get("Start Timestamp(us)")), \
+                    _finite(times.get("Elapse Time(ms)"))
+                if start is None or elapse is None or elapse < 0:
                     continue
                 group = name.rsplit("@", 1)[1] if "@" in name else ""
-                found.append([step, name, f"hccl:{group}", None, float(start),
-                              float(start) + float(elapse) * 1000.0])
+                found.append([step, name, f"hccl:{group}", None, start, start + elapse * 1000.0])
     found.sort(key=lambda c: (c[4], c[1]))
     return found
 
@@ -51,6 +52,9 @@ def _step(name):
     return int(tail) if tail.isascii() and tail.isdigit() else None
 
 
-def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) \
-        and value == value and abs(value) != float("inf")
+def _finite(value) -> Optional[float]:
+    """``value`` as a float when it is a finite number; None otherwise (a NaN or Infinity read
+    from the file is no time)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
