@@ -150,6 +150,10 @@ def analyse(rank_summaries: List[Any], layout: Layout,
         "unmatched_calls": alone, "total_wait_us": total, "median_step_time_us": median_step,
         "slow_wait_pct": SLOW_WAIT_PCT, "slow_ranks": slow, "ranks": table,
         "groups": group_rows,
+        "groups_basis": "per group (named by the layout) and kind, the matched collectives: "
+                        "count; bytes where the files give sizes; transfer_us = the sum of "
+                        "(end − last arrival); wait_us = the sum of every member's wait; "
+                        "bandwidth_gbps = bytes / transfer time",
         "per_step": [{"step": s, "rank": max(made_in_step[s], key=lambda r: (
             made_in_step[s][r], -r)) if made_in_step[s] else None,
                       "made_wait_us": max(made_in_step[s].values()) if made_in_step[s] else 0.0}
