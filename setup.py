@@ -85,6 +85,7 @@ setup(
         "mindspeed_prof.output.report",
         "mindspeed_prof.output.roles",
         "mindspeed_prof.output.timeline",
+        "mindspeed_prof.output.waits",
         "mindspeed_prof.output.whatif",
         "mindspeed_prof.recording",
         "mindspeed_prof.script",
