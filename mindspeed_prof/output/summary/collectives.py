@@ -14,6 +14,7 @@ trace says them. A collective outside every step is left out: it cannot be match
 """
 
 import bisect
+import math
 from typing import Dict, List, Optional, Tuple
 
 from .torchsteps import CPU_COMM, DEVICE_COMM
@@ -32,6 +33,8 @@ class Found:
         self.events: List[tuple] = []  # (kind, name, thread, start, dur, group, bytes)
 
     def add(self, event: dict, name: str, kind: int, thread, ts: float, dur: float) -> None:
+        if not (math.isfinite(ts) and math.isfinite(dur)):
+            return  # a NaN or Infinity read from the file is no time (summary says so)
         args = event.get("args")
         group, size = ("", None) if not isinstance(args, dict) else (_group(args), _bytes(args))
         self.events.append((kind, name, thread, ts, dur, group, size))
@@ -84,6 +87,7 @@ def _group(args: dict) -> str:
 def _bytes(args: dict) -> Optional[float]:
     count = args.get("In msg nelems")
     width = DTYPE_BYTES.get(str(args.get("dtype", "")).lower())
-    if isinstance(count, (int, float)) and not isinstance(count, bool) and width:
+    if isinstance(count, (int, float)) and not isinstance(count, bool) and width \
+            and math.isfinite(count):
         return float(count) * width
     return None
