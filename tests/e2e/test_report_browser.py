@@ -67,6 +67,12 @@ def ticks(svg, axis):
                                           else (t[1], t[0]))]
 
 
+def _titled(page, title):
+    """The div of the page's figure whose title starts with ``title``."""
+    return next(div for div, figure in read_page(page).figures.items()
+                if figure["layout"].get("title", {}).get("text", "").startswith(title))
+
+
 def test_the_torch_report_renders_with_no_console_message_and_summarys_numbers(
         browser, tmp_path, capsys):
     directory = simulated_job(str(tmp_path / "prof"), ranks=8, slow={5: "compute"})
@@ -75,10 +81,11 @@ def test_the_torch_report_renders_with_no_console_message_and_summarys_numbers(
     dom, console = load(browser, page, tmp_path)
     assert console == []
     figures = rendered_figures(dom)
-    assert len(figures) == len(read_page(page).figures) == 6  # 5 heatmaps, the step bars
+    # the lateness at arrival (who makes whom wait), 5 heatmaps, the step bars
+    assert len(figures) == len(read_page(page).figures) == 7
     for svg in figures.values():
         assert "js-plotly-plot" in svg[:200] and "main-svg" in svg  # plotly drew it
-    step_time = figures["fig0"]
+    step_time = figures[_titled(page, "Step time")]
     assert 'class="hm"' in step_time  # the heatmap layer
     assert ticks(step_time, "y") == [f"rank {r}" for r in range(8)]
     assert ticks(step_time, "x") == ["5", "6", "7"]
@@ -101,7 +108,7 @@ def test_the_npu_report_of_the_real_samples_renders_with_no_console_message(
     assert run_cli(capsys, "report", tmp_path / "prof", "-o", page)[0] == 0
     dom, console = load(browser, page, tmp_path)
     assert console == []
-    step_time = rendered_figures(dom)["fig0"]
+    step_time = rendered_figures(dom)[_titled(page, "Step time")]
     assert ticks(step_time, "y") == ["rank 0", "rank 1"]
     _, summary = run_cli_json(capsys, "summary", tmp_path / "prof")
     steps = sorted({str(s["step"]) for r in summary["ranks"] for s in r["steps"]})
@@ -114,5 +121,5 @@ def test_a_1024_rank_report_renders_its_64_bands(browser, tmp_path, capsys):
     assert run_cli(capsys, "report", directory, "-o", page)[0] == 0
     dom, console = load(browser, page, tmp_path)
     assert console == []
-    labels = ticks(rendered_figures(dom)["fig0"], "y")
+    labels = ticks(rendered_figures(dom)[_titled(page, "Step time")], "y")
     assert labels[0] == "ranks 0-15" and labels[-1] == "ranks 1008-1023" and len(labels) == 64
