@@ -46,8 +46,10 @@ def test_the_rank_the_other_waits_for_is_named_with_its_group_and_reason(
         tmp_path, capsys, knob, rank, reason):
     save = _job(tmp_path, **{knob: f"1:0.3@{rank}"})
     slow, data, text, (rows, _) = _named(capsys, save, tmp_path)
+    said = (data["waits"]["ranks"], [s.get("line") for s in slow],
+            [(r["rank"], r["steps"]) for r in data["ranks"]])
     assert [(s["rank"], s["place"], s["group"], s["reason"]) for s in slow] == [
-        (rank, f"tp0 pp0 dp{rank}", "dp0", reason)]
+        (rank, f"tp0 pp0 dp{rank}", "dp0", reason)], said
     # both ranks' steps take the same time: the step-time rule alone finds nothing
     assert not slow[0]["step_time_slow"]
     other = data["waits"]["ranks"][1]
