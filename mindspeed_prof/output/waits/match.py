@@ -3,9 +3,10 @@
 Every rank of a group calls its collectives in the same order, so the k-th ``all_reduce`` of
 group G in step N is one collective on each member. Where the trace names no group (gloo on
 the CPU), the key is the step, the kind and the order alone, and the ends decide: members of
-one collective leave it together, so the ranks of a key split where their ends lie more than
-the tolerance apart (a group of one on each rank, two groups of one kind: TP pairs), and a rank
-left alone in its part was in no shared collective (counted, never matched).
+one collective leave it together, so the ranks of a key are one collective when none left
+it before the last arrived; else they split where their ends lie more than the tolerance apart
+(a group of one on each rank, two groups of one kind: TP pairs), and a rank left alone in its
+part was in no shared collective (counted, never matched).
 """
 
 from dataclasses import dataclass
@@ -52,7 +53,12 @@ def instances(found: Dict[Key, Dict[int, tuple]],
     """The matched collectives (two members or more) and how many calls matched none."""
     matched, alone = [], 0
     for (step, group, name, _), members in found.items():
-        for part in _parts(members, offsets, tolerance_us):
+        whole = _together(list(members), members, offsets)
+        # all of them in it together (however far apart a loaded host's threads let them
+        # finish): one collective; else split where their ends lie apart
+        parts = [whole] if len(whole) == len(members) else _parts(members, offsets,
+                                                                   tolerance_us)
+        for part in parts:
             part = _together(part, members, offsets)
             alone += len(members) - len(part) if len(part) >= 2 else 0
             if len(part) < 2:
