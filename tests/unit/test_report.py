@@ -305,7 +305,8 @@ def test_with_a_baseline_the_diff_is_diffs_own_numbers(tmp_path, capsys, eight_r
     _, diff = run_cli_json(capsys, "diff", baseline, directory)
     page = read_page(out)
     # read right after the verdicts (it sat last, under memory and the notes: issue 35)
-    assert page.sections[:3] == ["Verdicts", "Against the baseline", "Rank × iteration heatmaps"]
+    assert page.sections[:4] == ["Who makes whom wait", "Verdicts", "Against the baseline",
+                                 "Rank × iteration heatmaps"]
     steps = page.table("diff-steps")
     for step in diff["steps"]:
         [row] = steps.by("STEP", str(step["b_step"]))
@@ -329,7 +330,9 @@ def test_a_corrupt_ranks_row_is_labelled_with_its_rank_alone(tmp_path, capsys):
     code, _, _ = report(capsys, directory, out)
     assert code == 0
     page = read_page(out)
-    assert page.heatmaps()[0]["data"][0]["y"] == ["rank 0", "rank 1", "rank 2"]
+    [step_time] = [f["data"][0] for f in page.heatmaps()
+                   if f["layout"]["title"]["text"] == "Step time"]
+    assert step_time["y"] == ["rank 0", "rank 1", "rank 2"]
     assert "None" not in page.text.split("<main>", 1)[1]  # plotly.js itself names None
 
 
