@@ -81,7 +81,7 @@ def summary_lines(merged, every=False):
         lines.append(f"clocks aligned on the {alignment.aligned_on}, one clock "
                      f"{alignment.clocks}; reference rank {alignment.reference_rank}; "
                      f"they agree within {alignment.tolerance_us:,.1f} µs after the "
-                     f"offsets (an offset is clock error; lateness between ranks is skew and "
+                     f"offsets (offsets are clock error; lateness between ranks is skew and "
                      f"stays)")
     from mindspeed_prof.output.render import many
 

@@ -203,4 +203,15 @@ def test_timeline_aligns_clocks_on_collective_ends_never_on_a_ranks_lateness(
         meta = json.load(handle)["mindspeed_prof"]
     assert meta["aligned_on"].startswith("ends of the collectives every member leaves together")
     assert meta["offsets_us"] == {"0": 0.0, "1": 0.0, "2": 0.0, "3": 0.0}
-    assert "an offset is clock error; lateness between ranks is skew" in printed
+    assert "offsets are clock error; lateness between ranks is skew" in printed
+
+
+def test_the_terminal_lists_sixteen_slow_ranks_and_counts_the_rest(tmp_path, capsys):
+    # 32 DP groups of two ranks; the first rank of 20 of them computes 3x longer
+    directory = simulated_job(str(tmp_path / "prof"), ranks=64, tp=32, hosts=8,
+                              slow={r: "compute" for r in range(20)})
+    _, data = run_cli_json(capsys, "summary", directory)
+    assert sorted(s["rank"] for s in data["slow_ranks"] if s["slow"]) == list(range(20))
+    _, text, _ = run_cli(capsys, "summary", directory)
+    assert sum(1 for line in text.splitlines() if " · tp" in line and " — " in line) == 16
+    assert "... and 4 more slow rank(s) (summary --json lists every one)" in text

@@ -112,6 +112,9 @@ def _slow_ranks_lines(entries):
     return lines + _table(rows)
 
 
+WAITED_SHOWN = 16  # slow ranks listed on the terminal; --json has every one
+
+
 def _waited_for(entries):
     """The ranks whose lateness the others wait out in collectives, with the reason."""
     flagged = [e for e in entries if e["slow"]]
@@ -125,12 +128,15 @@ def _waited_for(entries):
                  f"{WAIT_PCT:g}% of the median step time or more per step for it)"]
     rows = [["RANK", "PLACE", "GROUP", "ARRIVED LAST", "OTHERS WAITED(ms)", "SHARE",
              "REASON", "STEP TIME VS MEDIAN"]]
-    for e in flagged:
+    shown = flagged[:WAITED_SHOWN]
+    for e in shown:
         rows.append([str(e["rank"]), e["place"] or "-", f"{e['group']} {e['kind']}",
                      str(e["arrived_last"]), f"{e['made_wait_us'] / 1000:.3f}",
                      f"{e['group_share_pct']:.0f}%", e["reason"] or "not in the breakdown",
                      f"{e['deviation_pct']:+.1f}%"])
-    return lines + _table(rows) + [e["line"] for e in flagged]
+    more = len(flagged) - len(shown)
+    return lines + _table(rows) + [e["line"] for e in shown] + (
+        [f"... and {more} more slow rank(s) (summary --json lists every one)"] if more else [])
 
 
 def _bases(ranks):
