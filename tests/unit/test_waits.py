@@ -215,3 +215,29 @@ def test_the_terminal_lists_sixteen_slow_ranks_and_counts_the_rest(tmp_path, cap
     _, text, _ = run_cli(capsys, "summary", directory)
     assert sum(1 for line in text.splitlines() if " · tp" in line and " — " in line) == 16
     assert "... and 4 more slow rank(s) (summary --json lists every one)" in text
+
+
+def test_a_node_report_with_malformed_collectives_or_places_is_refused_naming_the_field(
+        tmp_path, capsys):
+    import copy
+
+    directory = simulated_job(str(tmp_path / "prof"), ranks=2, slow={1: "compute"}, hosts=1)
+    report = tmp_path / "node.json"
+    run_cli(capsys, "check", directory, "--node", "0/1", "--report", report)
+    good = json.loads(report.read_text())
+    assert good["summary"]["ranks"][0]["collectives"] and good["summary"]["places"]["1"]
+    code, merged = run_cli_json(capsys, "merge", report)
+    # the merge finds the job's waits from the reports, as one machine does
+    assert [s["rank"] for s in merged["summary"]["slow_ranks"] if s["slow"]] == [1]
+    damage = {"summary.ranks[0].collectives[0] is": lambda d: d["summary"]["ranks"][0].update(
+                  collectives=[[5, "c10d::allreduce_", "", None, "soon", 1.0]]),
+              "summary.ranks[0].spans[0] is": lambda d: d["summary"]["ranks"][0].update(
+                  spans=[[5, 1.0]]),
+              "summary.places has": lambda d: d["summary"].update(places={"x": 5})}
+    for said, change in damage.items():
+        data = copy.deepcopy(good)
+        change(data)
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps(data))
+        code, _, err = run_cli(capsys, "merge", bad)
+        assert code == 2 and f"REPORT {bad}: not a node report" in err and said in err, err
