@@ -439,3 +439,23 @@ def test_past_64_rank_rows_and_128_steps_the_heatmap_bands_both():
     assert "(rank 1)" in part["text"][0][0]
     exact = heatmap.matrices(ranks[:64])
     assert len(exact["y"]) == 64 and not exact["banded_rows"]
+
+
+def test_the_lateness_map_is_bounded_in_rows_and_steps_and_an_all_zero_map_is_neutral():
+    from mindspeed_prof.output.report import waits
+
+    ranks, steps = list(range(1000)), list(range(300))
+    late = [[0.0] * 300 for _ in ranks]
+    late[777][150] = 2500.0
+    matrix = waits.lateness_matrix({"lateness": {"ranks": ranks, "steps": steps, "us": late},
+                                    "layout": None})
+    assert len(matrix["y"]) <= heatmap.MAX_ROWS and len(matrix["x"]) <= heatmap.MAX_COLUMNS
+    assert max(v for row in matrix["z_ms"] for v in row) == 2.5
+    assert any("(rank 777)" in t and t.startswith("2.500") for row in matrix["text"]
+               for t in row)
+    assert matrix["scale"]["zmin"] == 0.0 and not matrix["scale"]["zero"]
+    late[777][150] = 0.0
+    calm = waits.lateness_matrix({"lateness": {"ranks": ranks, "steps": steps, "us": late},
+                                  "layout": None})
+    assert calm["scale"]["zero"] and calm["scale"]["colorscale"][0][1] == \
+        calm["scale"]["colorscale"][1][1]

@@ -3,14 +3,14 @@
 The ranks the others wait for, most first, with their place, group and reason; each group's
 collectives (count, wait, transfer, bandwidth, slow links); and a rank × step heatmap of
 lateness at arrival (a rank's arrival − its collective's first arrival, summed over the step),
-banded as the other heatmaps are, with the rows ordered by the layout (PP stage, then TP, then
+banded as the other heatmaps are (64 rows, 128 columns at most), with the rows ordered by the layout (PP stage, then TP, then
 DP) when it is known.
 """
 
 from typing import Any, Dict, List, Optional
 
 from . import colour
-from .heatmap import MAX_ROWS
+from .heatmap import MAX_COLUMNS, MAX_ROWS, _bands
 
 TOP = 16  # ranks listed by the wait they cause
 
@@ -34,20 +34,24 @@ def lateness_matrix(waits: Dict[str, Any]) -> Optional[Dict[str, Any]]:
         order.sort(key=lambda i: _coords(late["ranks"][i], layout))
     size = max(1, -(-len(order) // MAX_ROWS))
     bands = [order[i:i + size] for i in range(0, len(order), size)]
+    steps = late["steps"]
+    columns = _bands(len(steps), MAX_COLUMNS)
     y, z, text = [], [], []
     for band in bands:
         ranks = [late["ranks"][i] for i in band]
         y.append(_label(ranks, layout))
         z_row, t_row = [], []
-        for column in range(len(late["steps"])):
-            value, where = max((late["us"][i][column], late["ranks"][i]) for i in band)
+        for column in columns:
+            value, where = max((late["us"][i][j], late["ranks"][i]) for i in band
+                               for j in column)
             z_row.append(value / 1000.0)
-            t_row.append(f"{value / 1000.0:.3f} ms late" + (f" (rank {where})"
-                                                            if len(band) > 1 else ""))
+            t_row.append(f"{value / 1000.0:.3f} ms late" + (
+                f" (rank {where})" if len(band) * len(column) > 1 else ""))
         z.append(z_row)
         text.append(t_row)
-    return {"x": [str(s) for s in late["steps"]], "y": y, "z_ms": z, "text": text,
-            "banded_rows": size > 1, "scale": colour.scale([v for row in z for v in row])}
+    x = [str(steps[c[0]]) if len(c) == 1 else f"{steps[c[0]]}-{steps[c[-1]]}" for c in columns]
+    return {"x": x, "y": y, "z_ms": z, "text": text, "banded_rows": size > 1,
+            "scale": colour.scale([v for row in z for v in row])}
 
 
 def _coords(rank, layout):
