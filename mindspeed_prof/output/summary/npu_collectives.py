@@ -9,11 +9,11 @@ to match by, and named by the layout from the ranks that hold it (``waits/layout
 """
 
 import json
-import math
 import os
 from typing import List, Optional
 
 from ...layout import ASCEND_OUTPUT_DIR
+from ..read import numbers
 
 FILE = "communication.json"
 
@@ -53,8 +53,6 @@ def _step(name):
 
 
 def _finite(value) -> Optional[float]:
-    """``value`` as a float when it is a finite number; None otherwise (a NaN or Infinity read
-    from the file is no time)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
+    """``value`` as a float when it is a readable time (``read/numbers.py``: a NaN, Infinity or
+    a number past any clock is none); None otherwise."""
+    return numbers.time_us(value) if isinstance(value, (int, float)) else None
