@@ -185,6 +185,7 @@ def test_timeline_aligns_clocks_on_collective_ends_never_on_a_ranks_lateness(
 
     from mindspeed_prof.output import cache
 
+    monkeypatch.setattr(cache, "_disabled", False)  # an earlier --no-cache in this process
     monkeypatch.setattr(cache, "MIN_BYTES", 0)  # these small traces are remembered too
     monkeypatch.setattr(cache, "RACY_SECONDS", 0.0)
     # no manifests: each rank its own clock. Rank 3's step markers start 1 ms late (its own
