@@ -42,22 +42,22 @@ def installed_megatron_core():
 # parameters), or file@fixture (each test of the file that uses that fixture: a module-scoped job).
 # Found with --durations: together most of `-m "not e2e"`'s time.
 SLOW_UNIT_TESTS = (
-    "unit/test_inference_patches.py",  # Megatron's engines in a fresh interpreter, test by test
-    "unit/test_megatron_rl_shutdown.py",
-    "unit/test_layering.py",  # fresh interpreters, to see what each import loads
-    "unit/test_typecheck.py",  # mypy
-    "unit/test_cut_units.py::test_a_request_window_a_server_never_completes_is_cut",
-    "unit/test_cut_units.py::test_a_role_resumed_inside_its_window_records_the_steps_that_run",
-    "unit/test_cut_units.py::test_a_window_cut_in_its_first_step_names_the_partial_trace_it_wrote",
-    "unit/test_cut_units.py::test_an_rl_process_killed_inside_its_window_is_cut_not_valid",
-    "unit/test_cut_units.py::test_an_rl_window_ended_early_is_cut_and_keeps_the_steps_it_recorded",
-    "unit/test_bad_input.py::test_every_invalid_flag_combination_exits_2_naming_the_flag_and_the_fix",
-    "unit/test_bad_input.py::test_every_invalid_yaml_file_exits_2_naming_the_key_and_the_fix",
-    "unit/test_bad_input.py::test_training_with_an_invalid_flag_exits_2_with_one_clear_message",
-    "unit/test_two_runs.py@two_jobs",
-    "unit/test_two_runs.py@fewer_ranks",
-    "unit/test_two_runs.py::test_two_torchrun_jobs_in_one_slurm_allocation_without_srun_are_two_runs",
-    "unit/test_adapt_script_checks.py::test_the_exit_error_of_a_launched_script_that_ran_no_hooked_loop_names_what_ran",
+    "unit/patches/test_inference_patches.py",  # Megatron's engines in a fresh interpreter, test by test
+    "unit/patches/test_megatron_rl_shutdown.py",
+    "unit/project/test_layering.py",  # fresh interpreters, to see what each import loads
+    "unit/project/test_typecheck.py",  # mypy
+    "unit/drivers/test_cut_units.py::test_a_request_window_a_server_never_completes_is_cut",
+    "unit/drivers/test_cut_units.py::test_a_role_resumed_inside_its_window_records_the_steps_that_run",
+    "unit/drivers/test_cut_units.py::test_a_window_cut_in_its_first_step_names_the_partial_trace_it_wrote",
+    "unit/drivers/test_cut_units.py::test_an_rl_process_killed_inside_its_window_is_cut_not_valid",
+    "unit/drivers/test_cut_units.py::test_an_rl_window_ended_early_is_cut_and_keeps_the_steps_it_recorded",
+    "unit/arguments/test_bad_input.py::test_every_invalid_flag_combination_exits_2_naming_the_flag_and_the_fix",
+    "unit/arguments/test_bad_input.py::test_every_invalid_yaml_file_exits_2_naming_the_key_and_the_fix",
+    "unit/arguments/test_bad_input.py::test_training_with_an_invalid_flag_exits_2_with_one_clear_message",
+    "unit/recording/test_two_runs.py@two_jobs",
+    "unit/recording/test_two_runs.py@fewer_ranks",
+    "unit/recording/test_two_runs.py::test_two_torchrun_jobs_in_one_slurm_allocation_without_srun_are_two_runs",
+    "unit/commands/test_adapt_script_checks.py::test_the_exit_error_of_a_launched_script_that_ran_no_hooked_loop_names_what_ran",
     "unit/test_exits.py::test_a_child_killed_during_the_final_flush_is_noted_and_does_not_abort_it",
     "unit/test_exits.py::test_sigterm_after_close_waits_for_the_export_still_running_then_dies_of_sigterm",
     "unit/test_exits.py::test_sigterm_while_the_last_step_of_a_window_saves_its_trace_keeps_the_trace",
@@ -67,15 +67,15 @@ SLOW_UNIT_TESTS = (
     "unit/test_exits.py::test_a_process_that_ignores_sigterm_keeps_profiling_through_one",
     "unit/test_exits.py::test_sigterm_behind_a_manifest_write_that_never_returns_ends_the_process_at_its_deadline",
     "unit/test_full_disk.py",  # a child interpreter on a small tmpfs
-    "unit/test_analyse_command.py::test_fake_torch_npu_offline_capture_is_parsed_end_to_end",
-    "unit/test_torch_breakdown.py@gloo_job",
-    "unit/test_docs.py@gloo_job",
-    "unit/test_role_profiler.py::test_exit_inside_a_step_writes_the_trace_and_a_final_manifest_that_says_cut",
-    "unit/test_node_reports.py::test_nodes_as_separate_processes_merge_to_the_single_machine_verdict",
-    "unit/test_exchange.py@results",
+    "unit/commands/test_analyse_command.py::test_fake_torch_npu_offline_capture_is_parsed_end_to_end",
+    "unit/output/summary/test_torch_breakdown.py@gloo_job",
+    "unit/project/test_docs.py@gloo_job",
+    "unit/drivers/test_role_profiler.py::test_exit_inside_a_step_writes_the_trace_and_a_final_manifest_that_says_cut",
+    "unit/output/job/test_node_reports.py::test_nodes_as_separate_processes_merge_to_the_single_machine_verdict",
+    "unit/control/test_exchange.py@results",
     "unit/test_show_config.py::test_a_closed_pipe_ends_the_command_quietly",
-    "unit/test_autoload.py::test_pth_line_arms_the_patches_when_profile_is_on_the_command_line",
-    "unit/test_whatif_artifact.py::test_the_artifact_s_analyzer_runs_unchanged_on_our_export_and_agrees",
+    "unit/toplevel/test_autoload.py::test_pth_line_arms_the_patches_when_profile_is_on_the_command_line",
+    "unit/output/whatif/test_whatif_artifact.py::test_the_artifact_s_analyzer_runs_unchanged_on_our_export_and_agrees",
     "unit/test_hostile_analysis.py::test_a_signal_while_timeline_writes_removes_its_temporary_files",
 )
 

@@ -35,7 +35,7 @@ def test_the_role_driver_imports_no_integration_and_no_verl():
 def test_the_verl_integration_imports_verl_only_in_its_worker_modules():
     # settings, steps and shape are verl-free (the unit tests run them without verl); the
     # worker imports verl, here the imitation, so the first assertion could fail.
-    imitation = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fakes",
+    imitation = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "fakes",
                              "verl_imitation")
     light = imported_after("import mindspeed_prof.integrations.verl.settings, "
                            "mindspeed_prof.integrations.verl.steps, "
@@ -119,7 +119,7 @@ CHAIN = ("config", "control", "recording", "drivers", "patches")
 # Shared leaves under the chain: everything may use them, they use nothing above `config`.
 LEAVES = {"errors": (), "log": (), "version": (), "manifest_schema": (), "layout": ("config",),
           "backends": ("config", "layout", "errors", "log")}
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def package_imports():

@@ -18,7 +18,7 @@ from helpers.inference import events
 from helpers.traces import manifest, step_ids, torch_traces
 from mindspeed_prof.patches.registry import MARK, PatchRegistry
 
-TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FAKES = os.path.join(TESTS, "fakes")
 ENGINE_MODULE = "megatron.core.inference.engines.static_engine"
 

@@ -14,7 +14,7 @@ from mindspeed_prof.output.read.csvrows import SMALL_TABLE_BYTES
 from output_fixtures import samples
 from output_fixtures.torch_traces import torch_trace
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 # (module hidden, the pip name the message must give, a capture that needs it, command);
 # "npu_big": tables past csvrows.SMALL_TABLE_BYTES, which pyarrow reads (the csv module reads

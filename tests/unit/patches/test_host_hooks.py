@@ -7,8 +7,8 @@ import os
 
 from mindspeed_prof.patches import hooks
 
-PATCHES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__)))), "patches")
+PATCHES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))), "patches")
 
 
 def defined_hooks():

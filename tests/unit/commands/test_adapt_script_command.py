@@ -9,7 +9,7 @@ import pytest
 
 from mindspeed_prof import cli
 
-FIXTURE = Path(__file__).resolve().parents[1] / "data" / "launch_scripts" / "megatron_gpt_arrays.sh"
+FIXTURE = Path(__file__).resolve().parents[2] / "data" / "launch_scripts" / "megatron_gpt_arrays.sh"
 FLAGS = ["--profile-step-start", "3", "--profile-step-end", "5", "--profile-ranks", "0", "1"]
 
 
@@ -181,7 +181,7 @@ def test_missing_output_folder_exits_2(script, tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
 
 
-SLURM = Path(__file__).resolve().parents[1] / "data" / "launch_scripts" / "slurm_run_cmd.sh"
+SLURM = Path(__file__).resolve().parents[2] / "data" / "launch_scripts" / "slurm_run_cmd.sh"
 
 
 def test_slurm_script_gets_its_command_string_adapted(tmp_path, capsys):

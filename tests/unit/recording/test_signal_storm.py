@@ -38,7 +38,7 @@ SCRIPTS = max(1, ROUNDS // 10)  # plain scripts per unit, each ended by its one 
 # From the signal to the round's end (or the process's): the flush's own bound, and the
 # interpreter's exit on a machine loaded several times over (a few seconds when quiet).
 BOUND_S = SIGNAL_FLUSH_TIMEOUT_S + 40
-CHILD = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "helpers",
+CHILD = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "helpers",
                      "signal_storm.py")
 START_S = 240  # a child's start (torch's import, the first profiler) on 2 loaded cores
 HOW = {"SIGTERM": ("signal", "SIGTERM"), "SIGINT": ("interrupted", None)}

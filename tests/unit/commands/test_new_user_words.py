@@ -9,7 +9,7 @@ from helpers.cli import run_cli
 from mindspeed_prof import ProfilerConfig
 from output_fixtures.torch_traces import torch_trace
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def test_check_of_an_empty_folder_prints_no_empty_table_header(tmp_path, capsys):

@@ -12,7 +12,7 @@ from helpers.doc_samples import unprinted
 from mindspeed_prof.cli import build_parser
 from mindspeed_prof.config.profiler_config import KNOBS, flag_name
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 DOCS = os.path.join(REPO, "docs")
 
 

@@ -3,7 +3,7 @@ missing from a wheel, and imports fail only once installed)."""
 
 import os
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def test_every_package_under_mindspeed_prof_is_listed_in_setup_py():

@@ -9,7 +9,7 @@ import pytest
 
 from mindspeed_prof.patches.registry import PatchRegistry, in_chain
 
-FAKES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fakes")
+FAKES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "fakes")
 
 
 def host_step(x):

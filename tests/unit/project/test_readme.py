@@ -4,7 +4,7 @@ every flag against docs/flags.md)."""
 import os
 import re
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def read(*parts):

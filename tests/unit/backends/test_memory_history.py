@@ -93,7 +93,7 @@ def test_check_validates_the_snapshots_and_summary_reports_the_peak_and_its_site
     assert device["peak_allocated_bytes"] == 10 * MiB
     assert device["top_sites"][0]["bytes"] == 10 * MiB
     site = device["top_sites"][0]["site"]  # the innermost frame outside torch: train()'s call
-    assert site.startswith("unit/test_memory_history.py:") and site.endswith(" train"), site
+    assert site.startswith("backends/test_memory_history.py:") and site.endswith(" train"), site
 
 
 def test_a_window_whose_snapshot_is_missing_is_incomplete(npu, tmp_path, capsys):

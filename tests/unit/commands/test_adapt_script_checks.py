@@ -9,7 +9,7 @@ from pathlib import Path
 
 from mindspeed_prof import cli
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "data" / "launch_scripts"
+SCRIPTS = Path(__file__).resolve().parents[2] / "data" / "launch_scripts"
 
 
 def copy(tmp_path, name, entry=None):

@@ -6,7 +6,7 @@ import pytest
 
 from mindspeed_prof.autoload import is_launcher
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 PTH = os.path.join(REPO, "mindspeed_prof", "autoload", "mindspeed_prof_autoload.pth")
 
 

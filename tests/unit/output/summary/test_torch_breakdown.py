@@ -14,7 +14,7 @@ from mindspeed_prof.output import summarize_directory
 from output_fixtures import samples
 from output_fixtures.torch_traces import torch_trace
 
-TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 REPO = os.path.dirname(TESTS)
 PARTS = ("Computing", "Communication(Not Overlapped)", "Free")
 COLLECTIVE = ("c10d::", "gloo:")

@@ -10,7 +10,7 @@ import pytest
 
 from output_fixtures import samples
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 TESTS = os.path.join(REPO, "tests")
 
 # A stand-in torch_npu whose analyse() does what the real one leaves behind: a parsed

@@ -8,7 +8,7 @@ import os
 from mindspeed_prof import manifest_schema
 from mindspeed_prof.output.read.manifest_shape import shape_problem
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 RECORDING = os.path.join(REPO, "mindspeed_prof", "recording")
 
 

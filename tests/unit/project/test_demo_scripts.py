@@ -6,7 +6,7 @@ import os
 import re
 import runpy
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 DEMOS = ("scripts/demo.sh", "scripts/demo_inference.sh")
 
 

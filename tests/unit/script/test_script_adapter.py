@@ -21,7 +21,7 @@ from mindspeed_prof.script.adapter import ARRAY_REF, STRING_REF, adapt_script, f
 from mindspeed_prof.script.scan import scan
 from mindspeed_prof.script.words import dequote
 
-FIXTURES = Path(__file__).resolve().parents[1] / "data" / "launch_scripts"
+FIXTURES = Path(__file__).resolve().parents[2] / "data" / "launch_scripts"
 FLAGS = ["--profile", "--profile-step-start", "3", "--profile-step-end", "5",
          "--profile-ranks", "1"]
 LAUNCHER = ["-m", "mindspeed_prof.launch"]
@@ -581,7 +581,7 @@ def test_torchrun_option_tables_match_the_installed_torch():
             assert option in (TORCHRUN_FLAGS if action.nargs == 0 else TORCHRUN_VALUED), option
 
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "scripts" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "scripts" / "examples"
 EXAMPLE_FLAGS = {  # the commands scripts/examples/README.md shows
     "megatron_lm/pretrain_gpt.sh": ["--profile", "--profile-step-start", "5",
                                     "--profile-step-end", "7", "--profile-ranks", "0"],
