@@ -95,7 +95,7 @@ setup(
     package_data={"mindspeed_prof.autoload": [PTH_FILE]},
     cmdclass={"build_py": BuildWithAutoload},
     # pysimdjson, msgspec, pyarrow, numpy: the CLI's readers (check/summary); imported lazily,
-    # never by the training side (tests/unit/test_layering.py)
+    # never by the training side (tests/unit/project/test_layering.py)
     install_requires=["torch", "pyyaml", "pysimdjson>=5", "msgspec>=0.18", "pyarrow>=14",
                       "numpy"],
     extras_require={

@@ -1,7 +1,7 @@
 """The manifest's schema, once: ``profile_manifest_rank{R}.json``'s fields, their types and meaning.
 
 The recorder writes it (``recording/manifest.py``) and the readers judge a manifest against it
-(``output/read/manifest_shape.py``); a field is added here or nowhere (``tests/unit/
+(``output/read/manifest_shape.py``); a field is added here or nowhere (``tests/unit/recording/
 test_manifest_schema.py`` fails on a key the writer sets that this table lacks). A leaf: it imports
 nothing, so the training side and the readers share it at no cost.
 """

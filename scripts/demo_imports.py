@@ -5,7 +5,7 @@ Usage: python scripts/demo_imports.py DEMO MODULE...   (exit 0, silent, when eve
 A module that does not import is named in one line, with the pip package that provides it, and
 the exit status is 1: without this check a missing package shows as a torchrun traceback whose
 cause sits tens of lines into a rank's log. Every package named here is in setup.py's ``demo``
-extra (tests/unit/test_demo_scripts.py checks it)."""
+extra (tests/unit/project/test_demo_scripts.py checks it)."""
 
 import importlib
 import sys

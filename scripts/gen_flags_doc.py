@@ -10,7 +10,7 @@ docs' own.
     python scripts/gen_flags_doc.py          # rewrite both tables
     python scripts/gen_flags_doc.py --check  # exit 1 naming the file whose table is stale
 
-tests/unit/test_docs.py runs the check, so a flag or command added without its row fails a test.
+tests/unit/project/test_docs.py runs the check, so a flag or command added without its row fails a test.
 """
 
 import argparse

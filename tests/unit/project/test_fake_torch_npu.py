@@ -1,6 +1,6 @@
 """Specification of the fake torch_npu used to test the NPU backend without an NPU.
 
-Runs standalone: `python -m pytest tests/unit/test_fake_torch_npu.py`. Each test imports
+Runs standalone: `python -m pytest tests/unit/project/test_fake_torch_npu.py`. Each test imports
 a fresh copy of the fake for the wheel it needs (the version is fixed at import time).
 """
 

@@ -39,8 +39,8 @@ def test_every_timed_e2e_file_exists_and_holds_e2e_tests():
     ("tests/e2e/test_no_hang.py::test_async[2]", TIMED_GROUP),
     ("tests/e2e/test_captures_torchrun.py::test_x", TIMED_GROUP),
     ("tests/e2e/test_harness.py::test_x", "tests/e2e/test_harness.py"),
-    ("tests/unit/test_two_runs.py::test_a_second_job", "tests/unit/test_two_runs.py"),
-    ("tests/unit/test_window.py::test_schedule_records_exactly_the_window", "tests/unit/test_window.py"),
+    ("tests/unit/recording/test_two_runs.py::test_a_second_job", "tests/unit/recording/test_two_runs.py"),
+    ("tests/unit/config/test_window_plan.py::test_schedule_records_exactly_the_window", "tests/unit/config/test_window_plan.py"),
 ])
 def test_a_worker_takes_the_timed_group_whole_and_every_other_test_file_by_file(nodeid, scope):
     assert worker_scope(nodeid) == scope
@@ -64,17 +64,17 @@ class _Item:
 def test_workers_take_the_timed_group_first_then_e2e_and_slow_files_then_the_quick_ones():
     from conftest import longest_first
 
-    items = [_Item("tests/unit/test_window.py::a"),
+    items = [_Item("tests/unit/config/test_window_plan.py::a"),
              _Item("tests/unit/test_exits.py::quick"),
              _Item("tests/unit/test_exits.py::signals", marker="slow"),
              _Item("tests/e2e/test_harness.py::a"),
              _Item("tests/e2e/test_no_hang.py::a"),
-             _Item("tests/unit/test_window.py::b")]
+             _Item("tests/unit/config/test_window_plan.py::b")]
     longest_first(items)
     assert [item.nodeid for item in items] == [
         "tests/e2e/test_no_hang.py::a",
         "tests/unit/test_exits.py::quick",  # a file keeps its order, with its slow test's rank
         "tests/unit/test_exits.py::signals",
         "tests/e2e/test_harness.py::a",
-        "tests/unit/test_window.py::a",
-        "tests/unit/test_window.py::b"]
+        "tests/unit/config/test_window_plan.py::a",
+        "tests/unit/config/test_window_plan.py::b"]
