@@ -1,12 +1,13 @@
 """Driving the request driver in tests, as a server would: requests on the calling thread or
 each on a new thread (Flask), each running a few forwards of a tiny model."""
 
+import functools
 import json
 import threading
 
 import torch
 
-from mindspeed_prof import ProfilerConfig
+from helpers import loop
 from mindspeed_prof.drivers.inference import RequestDriver
 
 MODEL = torch.nn.Linear(16, 16)
@@ -16,12 +17,7 @@ def work():
     MODEL(torch.randn(4, 16)).sum().backward()
 
 
-def config(tmp_path, **overrides):
-    values = dict(profile=True, profile_step_start=2, profile_step_end=4,
-                  profile_save_path=str(tmp_path / "prof"), profile_backend="torch",
-                  profile_analyse="sync")
-    values.update(overrides)
-    return ProfilerConfig(**values)
+config = functools.partial(loop.config, profile_step_start=2, profile_step_end=4)
 
 
 def one_request(driver, forwards=4):

@@ -2,6 +2,7 @@
 window in its folder, an out-of-memory dump before the original error propagates unchanged,
 `check` and `summary` reading them back, and a clear refusal where no NPU or GPU is there."""
 
+import functools
 import json
 import os
 import sys
@@ -9,13 +10,14 @@ import sys
 import pytest
 import torch
 
+from helpers import loop
 from helpers.cli import run_cli
+from helpers.loop import train_one_step
 from mindspeed_prof import ProfilerConfig, profile
 from mindspeed_prof.backends import memory as memory_backend
 from mindspeed_prof.errors import ConfigError
 from mindspeed_prof.output.read.snapshot import load_snapshot
 
-MODEL = torch.nn.Linear(8, 8)
 MiB = 1 << 20
 
 
@@ -36,12 +38,8 @@ def npu(monkeypatch):
     os.environ.pop("FAKE_TORCH_NPU_VERSION", None)
 
 
-def config(tmp_path, **overrides):
-    values = dict(profile=True, profile_step_start=3, profile_step_end=5, profile_backend="npu",
-                  profile_save_path=str(tmp_path / "prof"), profile_analyse="sync",
-                  profile_memory_snapshot=True)
-    values.update(overrides)
-    return ProfilerConfig(**values)
+config = functools.partial(loop.config, profile_backend="npu", profile_step_start=3,
+                           profile_step_end=5, profile_memory_snapshot=True)
 
 
 def train(npu, cfg, iterations=6, alloc=None):
@@ -50,7 +48,7 @@ def train(npu, cfg, iterations=6, alloc=None):
     with profile(cfg, train_iters=iterations, rank=0, world_size=1) as prof:
         for iteration in range(1, iterations + 1):
             held = memory._fake_device_alloc(alloc(iteration) if alloc else MiB)
-            MODEL(torch.randn(2, 8)).sum().backward()
+            train_one_step()
             memory._fake_device_free(held)
             prof.step()
 

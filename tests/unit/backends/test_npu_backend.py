@@ -1,20 +1,21 @@
 """The torch_npu backend against the fake torch_npu of each mirrored wheel (2.6.0, 2.7.1, 2.14.0)."""
 
 import csv
+import functools
 import glob
 import json
 import os
 import sys
 
 import pytest
-import torch
 
+from helpers import loop
+from helpers.loop import train_one_step
 from helpers.traces import manifest
-from mindspeed_prof import ProfilerConfig, ProfilerManager, profile
+from mindspeed_prof import ProfilerManager, profile
 from mindspeed_prof.errors import BackendUnavailable, ConfigError
 
 VERSIONS = ("2.6.0", "2.7.1", "2.14.0")
-MODEL = torch.nn.Linear(32, 32)
 LAYOUT = {"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 1,
           "data_parallel_size": 1, "context_parallel_size": 1, "expert_model_parallel_size": 1,
           "sequence_parallel": False, "rank": 0, "world_size": 2}
@@ -47,18 +48,9 @@ def fake_npu(monkeypatch):
     os.environ.pop("FAKE_TORCH_NPU_VERSION", None)
 
 
-def config(tmp_path, **overrides):
-    values = dict(profile=True, profile_step_start=3, profile_step_end=5, profile_backend="npu",
-                  profile_save_path=str(tmp_path / "prof"), profile_analyse="sync")
-    values.update(overrides)
-    return ProfilerConfig(**values)
-
-
-def run_loop(cfg, iterations=6):
-    with profile(cfg, train_iters=iterations, rank=0, world_size=2, parallel=LAYOUT) as prof:
-        for _ in range(iterations):
-            MODEL(torch.randn(4, 32)).sum().backward()
-            prof.step()
+config = functools.partial(loop.config, profile_backend="npu", profile_step_start=3,
+                           profile_step_end=5)
+run_loop = functools.partial(loop.run_loop, rank=0, world_size=2, parallel=LAYOUT)
 
 
 def run_dirs(tmp_path):
@@ -176,7 +168,7 @@ def test_an_async_parse_killed_with_the_job_leaves_the_window_unparsed_with_the_
     with profile(config(tmp_path, profile_analyse="async"), train_iters=6, rank=0, world_size=2,
                  parallel=LAYOUT) as prof:
         for iteration in range(1, 7):
-            MODEL(torch.randn(4, 32)).sum().backward()
+            train_one_step()
             prof.step()
             if iteration == 5:  # the window 3-4 is saved; its parse dies with the job
                 kill()

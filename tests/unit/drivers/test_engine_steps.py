@@ -11,17 +11,16 @@ import threading
 import pytest
 import torch
 
+from helpers import loop
 from helpers.traces import manifest, step_ids, torch_traces
-from mindspeed_prof import ProfilerConfig
 from mindspeed_prof.drivers.engine import EngineStepDriver, forward_label
 from mindspeed_prof.drivers.inference import RequestDriver
 from mindspeed_prof.control.http_control import start_request
 
 
 def config(save, **knobs):
-    knobs.setdefault("profile_backend", "torch")
-    knobs.setdefault("profile_analyse", "sync")
-    return ProfilerConfig(profile=True, profile_save_path=str(save), **knobs)
+    # the shared builder, saving straight into the test's folder: the readers run on it as given
+    return loop.config(save, profile_save_path=str(save), **knobs)
 
 
 def work():

@@ -6,33 +6,14 @@ import re
 import time
 
 import pytest
-import torch
 
+from helpers.loop import config, run_loop, train_one_step
 from helpers.traces import manifest, step_ids, torch_traces
 from mindspeed_prof import ProfilerConfig, ProfilerManager, profile
 from mindspeed_prof.control import trigger
 from mindspeed_prof.cli import main
 from mindspeed_prof.errors import ConfigError
 from mindspeed_prof.config.window import plan_windows
-
-MODEL = torch.nn.Linear(16, 16)
-
-
-def config(tmp_path, **overrides):
-    values = dict(profile=True, profile_save_path=str(tmp_path / "prof"), profile_backend="torch",
-                  profile_analyse="sync")
-    values.update(overrides)
-    return ProfilerConfig(**values)
-
-
-def run_loop(cfg, iterations, between=None):
-    with profile(cfg, train_iters=iterations) as prof:
-        for iteration in range(1, iterations + 1):
-            if between:
-                between(iteration)
-            MODEL(torch.randn(2, 16)).sum().backward()
-            prof.step()
-
 
 def window_folders(tmp_path):
     return sorted(d for d in os.listdir(tmp_path / "prof") if d.startswith("iter_"))
@@ -103,7 +84,7 @@ def test_later_windows_over_the_budget_are_skipped_and_said(tmp_path, monkeypatc
                  profile_max_gb=0.007)  # 6 MB estimated for three windows: allowed to start
     with profile(cfg, train_iters=12) as prof:
         for iteration in range(1, 13):
-            MODEL(torch.randn(2, 16)).sum().backward()
+            train_one_step()
             prof.step()
             if iteration == 3:  # the first window turned out 5.5 MB larger than estimated
                 padding.write_bytes(b"x" * 5_500_000)
@@ -173,7 +154,7 @@ def test_a_trigger_window_the_loop_cuts_reports_cut_a_documented_state(tmp_path,
     with profile(cfg, train_iters=20) as prof:  # window 5-9; the loop stops early, after 6
         for iteration in range(1, 7):
             request(iteration)
-            MODEL(torch.randn(2, 16)).sum().backward()
+            train_one_step()
             prof.step()
     assert manifest(tmp_path / "prof", 0)["windows"][0]["status"] == "cut"
     assert "cut" in written and set(written) <= set(trigger.STATES)
@@ -202,7 +183,7 @@ def test_resumed_run_skips_the_profile_steps_windows_already_passed(tmp_path):
     cfg = config(tmp_path, profile_steps=("3-4,12-13",))
     with profile(cfg, train_iters=15, first_iteration=10) as prof:
         for _ in range(10, 16):
-            MODEL(torch.randn(2, 16)).sum().backward()
+            train_one_step()
             prof.step()
     assert window_folders(tmp_path) == ["iter_12-13"]
     assert step_ids(torch_traces(tmp_path / "prof" / "iter_12-13")[0]) == [12, 13]

@@ -1,16 +1,16 @@
 """The plain-loop API used the wrong way round: a clear error, and nothing on disk overwritten."""
 
+import functools
+
 import pytest
 import torch
 
+from helpers import loop
 from helpers.traces import manifest, step_ids, torch_traces
-from mindspeed_prof import ProfilerConfig, profile
+from mindspeed_prof import profile
 
 
-def config(tmp_path):
-    return ProfilerConfig(profile=True, profile_step_start=2, profile_step_end=3,
-                          profile_save_path=str(tmp_path / "prof"), profile_backend="torch",
-                          profile_analyse="sync")
+config = functools.partial(loop.config, profile_step_start=2, profile_step_end=3)
 
 
 def run(prof, iterations):

@@ -1,35 +1,19 @@
+import functools
 import os
 import time
 
 import pytest
 import torch
 
+from helpers import loop
+from helpers.loop import run_loop, train_one_step
 from helpers.traces import manifest, step_ids, torch_traces
-from mindspeed_prof import ProfilerConfig, ProfilerManager, profile
+from mindspeed_prof import ProfilerManager, profile
 from mindspeed_prof.errors import ConfigError
 
-MODEL = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
-
-
-def train_one_step():
-    MODEL(torch.randn(8, 32)).sum().backward()
-
-
-def config(tmp_path, **overrides):
-    values = dict(profile=True, profile_step_start=3, profile_step_end=5,
-                  profile_save_path=str(tmp_path / "prof"), profile_backend="torch")
-    values.update(overrides)
-    return ProfilerConfig(**values)
-
-
-def run_loop(cfg, iterations=6, first=1, rank=0, world_size=1, fail_at=None):
-    with profile(cfg, train_iters=first + iterations - 1, first_iteration=first, rank=rank,
-                 world_size=world_size) as prof:
-        for iteration in range(first, first + iterations):
-            if iteration == fail_at:
-                raise RuntimeError(f"boom at {iteration}")
-            train_one_step()
-            prof.step()
+# async, ProfilerConfig's default: the manager's tests see the export a user gets unasked
+config = functools.partial(loop.config, profile_step_start=3, profile_step_end=5,
+                           profile_analyse="async")
 
 
 def test_trace_step_ids_equal_the_window_iterations(tmp_path):
