@@ -11,6 +11,7 @@ import os
 import pytest
 
 from harness.launch import ENTRY_SCRIPT, default_args
+from helpers.autoload import needs_autoload_pth
 from helpers.e2e import FAKES, check, env_for, train, verdicts
 from helpers.traces import step_ids, torch_traces
 
@@ -129,16 +130,7 @@ def test_one_import_line_route(tmp_path, version):
     assert ranks_traced(save) == [1] and step_ids(torch_traces(save)[0]) == [3, 4]
 
 
-def _autoload_installed():
-    import site
-
-    places = site.getsitepackages() + [site.getusersitepackages()]
-    return any(os.path.exists(os.path.join(p, "mindspeed_prof_autoload.pth")) for p in places)
-
-
-@pytest.mark.skipif(not _autoload_installed(),
-                    reason="autoload .pth not in site-packages (editable install); "
-                           "`pip install .` installs it")
+@needs_autoload_pth
 @pytest.mark.parametrize("version", CURRENT)
 def test_autoload_route_with_plain_torchrun(tmp_path, version):
     env = env_for(tmp_path, autoload=True, MEGATRON_STANDIN_VERSION=version)

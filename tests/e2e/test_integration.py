@@ -2,12 +2,12 @@
 megatron-core -> torch.profiler traces on disk for the chosen ranks and iterations only."""
 
 import os
-import site
 import sys
 
 import pytest
 
 from harness.launch import ENTRY_SCRIPT, default_args
+from helpers.autoload import needs_autoload_pth
 from helpers.e2e import env_for, profile_flags, tracebacks_from_training, train
 from helpers.traces import manifest, step_ids, torch_traces
 
@@ -116,14 +116,7 @@ def test_one_import_line_in_a_copied_entry_script(tmp_path):
     assert step_ids(traces_by_rank(save)[1][0]) == [3, 4], run.describe()
 
 
-def _autoload_installed():
-    places = site.getsitepackages() + [site.getusersitepackages()]
-    return any(os.path.exists(os.path.join(p, "mindspeed_prof_autoload.pth")) for p in places)
-
-
-@pytest.mark.skipif(not _autoload_installed(),
-                    reason="autoload .pth not in site-packages (editable install); "
-                           "`pip install .` installs it")
+@needs_autoload_pth
 def test_autoload_profiles_an_unchanged_script_with_plain_torchrun(tmp_path):
     save = tmp_path / "prof"
     run = train(tmp_path, profile_flags(save), launcher=(), env=env_for(tmp_path, autoload=True))

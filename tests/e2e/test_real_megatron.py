@@ -10,7 +10,6 @@ is never vendored here.
 """
 
 import os
-import site
 import subprocess
 import sys
 
@@ -18,6 +17,7 @@ import pytest
 
 from harness.launch import launcher as torchrun_launcher
 from harness.real_megatron import TINY, overlay
+from helpers.autoload import needs_autoload_pth
 from helpers.traces import step_ids, torch_traces
 
 CHECKOUT = os.environ.get("MEGATRON_LM_PATH")
@@ -98,14 +98,7 @@ def test_import_line_route_on_a_copy_of_pretrain_gpt(tmp_path):
     assert ranks_traced(save) == ["rank1"] and step_ids(torch_traces(save)[0]) == [3, 4]
 
 
-def _autoload_installed():
-    places = site.getsitepackages() + [site.getusersitepackages()]
-    return any(os.path.exists(os.path.join(p, "mindspeed_prof_autoload.pth")) for p in places)
-
-
-@pytest.mark.skipif(not _autoload_installed(),
-                    reason="autoload .pth not in site-packages (editable install); "
-                           "`pip install .` installs it")
+@needs_autoload_pth
 def test_autoload_route_with_plain_torchrun(tmp_path):
     done, save = run(tmp_path, HEADLINE + ["--profile-ranks", "1"], launcher=(), autoload=True)
     assert done.returncode == 0, done.stderr[-4000:]

@@ -10,7 +10,6 @@ profiler announces itself, so a host profiler starting beside ours shows in the 
 
 import json
 import os
-import site
 import subprocess
 import sys
 
@@ -22,6 +21,7 @@ from harness.real_megatron import TINY
 from harness.real_mindspeed.npu_stubs import ANNOUNCE
 from harness.real_mindspeed import llama
 from harness.real_mindspeed.run_script import REPORT_TAG
+from helpers.autoload import needs_autoload_pth
 from helpers.traces import manifest, step_ids, torch_traces
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(
@@ -112,15 +112,7 @@ def test_mindspeed_llm_pretrain_gpt_through_the_launcher_profiles_rank_1_at_3_an
     assert_our_feature_last_and_loop_wrapped_once(done, loop=(TRAIN, TRAIN_STEP, LLM_TRAIN))
 
 
-def _autoload_installed():
-    places = site.getsitepackages() + [site.getusersitepackages()]
-    return any(os.path.exists(os.path.join(p, "mindspeed_prof_autoload.pth")) for p in places)
-
-
-@pytest.mark.skipif(not _autoload_installed(),
-                    reason="autoload .pth not in this interpreter's site-packages (editable "
-                           "install): `pip install .`, or copy mindspeed_prof/autoload/"
-                           "mindspeed_prof_autoload.pth into site-packages")
+@needs_autoload_pth
 def test_mindspeed_llm_pretrain_gpt_through_autoload_with_plain_torchrun(tmp_path):
     done = run(tmp_path, llm_script(), launcher=(), autoload=True)
     assert_profiled_rank_1_at_3_and_4_only(done)
@@ -168,10 +160,6 @@ def test_the_stub_shows_mindspeed_llm_own_profiler_when_we_are_not_there(tmp_pat
 # The tiny LLaMA of harness.real_mindspeed.llama, its checkpoint written by MindSpeed-LLM's own
 # pretrain_gpt.py. Window: request 2 (requests 2-3 with TP=2); `--task greedy greedy greedy` runs
 # three non-streamed generates, `--task chat` streams each answer from a generator read on stdin.
-
-AUTOLOAD_SKIP = pytest.mark.skipif(not _autoload_installed(),
-                                   reason="autoload .pth not in this interpreter's site-packages")
-
 
 class TinyLlama:
     def __init__(self, folder):
@@ -257,7 +245,7 @@ def test_inference_py_through_the_launcher_profiles_request_2_with_its_forwards(
         assert data["versions"][name].endswith(f" (source tree {tree})"), data["versions"]
 
 
-@AUTOLOAD_SKIP
+@needs_autoload_pth
 def test_inference_py_through_autoload_with_plain_torchrun(tmp_path, tiny_llama):
     done = infer(tmp_path, tiny_llama, launcher=(), autoload=True)
     assert_profiled_requests(done, {0: [2]})
