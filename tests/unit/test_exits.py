@@ -49,6 +49,7 @@ WORKER_WITH_TORCHS_SIGCHLD_HANDLER = """
 """
 
 
+@pytest.mark.slow  # child interpreters ended by signals
 def test_a_child_killed_during_the_final_flush_is_noted_and_does_not_abort_it():
     done = run_child(WORKER_WITH_TORCHS_SIGCHLD_HANDLER, """
         with exits.final_flush() as events:
@@ -211,6 +212,7 @@ def test_a_forked_child_passes_sigterm_on_without_flushing_its_parents_recorder(
     assert "child flushed" not in done.stdout and "parent closed" in done.stdout
 
 
+@pytest.mark.slow  # child interpreters ended by signals
 def test_sigterm_after_close_waits_for_the_export_still_running_then_dies_of_sigterm(tmp_path):
     # Megatron's normal return closes without waiting (post-training collectives must not wait
     # for the export); a SIGTERM then must not kill the trace half-written.
@@ -270,6 +272,7 @@ def test_sigterm_twice_during_the_final_flush_is_still_held():
     assert done.returncode == -signal.SIGTERM
 
 
+@pytest.mark.slow  # child interpreters ended by signals
 @pytest.mark.parametrize("unit", ["iteration", "request"])
 def test_sigterm_while_the_last_step_of_a_window_saves_its_trace_keeps_the_trace(tmp_path, unit):
     # The torch profiler saves a window's trace inside the step() that ends its schedule, before
@@ -355,6 +358,7 @@ LOOP_WITH_A_SIGNAL_AT = """
 """
 
 
+@pytest.mark.slow  # child interpreters ended by signals
 @pytest.mark.parametrize("where", ["a manifest write", "the session slot"])
 def test_sigterm_landing_where_the_loop_holds_a_lock_the_flush_takes_still_ends_the_process(
         tmp_path, where):
@@ -374,6 +378,7 @@ def test_sigterm_landing_where_the_loop_holds_a_lock_the_flush_takes_still_ends_
     assert not [f for f in os.listdir(tmp_path) if ".tmp." in f]
 
 
+@pytest.mark.slow  # child interpreters ended by signals
 def test_sigterm_landing_while_a_second_role_claims_its_manifest_ends_the_process(tmp_path):
     # Two roles in one process: the first records, the second claims its manifest path (a
     # process-wide lock) when the signal lands; the first one's flush releases its own claim.
@@ -430,6 +435,7 @@ def test_a_recorder_armed_after_another_one_closed_chains_sigterm_to_the_hosts_h
     assert last_json(done)["calls"] == [[True, True], "closed: SIGTERM", "host"]
 
 
+@pytest.mark.slow  # child interpreters ended by signals
 def test_a_sigterm_whose_host_handler_returns_lets_the_plain_loop_run_on(tmp_path):
     # A host that shuts down by itself notes SIGTERM and ends its loop later: the profile is
     # flushed at the signal, and the loop's next prof.step() must not fail the loop.
@@ -456,6 +462,7 @@ def test_a_sigterm_whose_host_handler_returns_lets_the_plain_loop_run_on(tmp_pat
 
 # -- a signal the host ignores stays ignored (issue 31 §3) --------------------------------------
 
+@pytest.mark.slow  # child interpreters ended by signals
 def test_a_process_that_ignores_sigterm_keeps_profiling_through_one(tmp_path):
     # Before: our handler replaced the ignored SIGTERM, flushed (the window cut, profiling over)
     # and chained to "ignore": the job went on, unprofiled, for a signal it had chosen to ignore.
@@ -576,6 +583,7 @@ BLOCKED_MANIFEST_WRITE = """
 """
 
 
+@pytest.mark.slow  # child interpreters ended by signals
 def test_sigterm_behind_a_manifest_write_that_never_returns_ends_the_process_at_its_deadline(
         tmp_path):
     # Before: the write runs in a section that defers SIGTERM; blocked in open() on the FIFO,

@@ -13,8 +13,9 @@ import textwrap
 
 import pytest
 
-pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGINT") or sys.platform != "linux",
-                                reason="tmpfs and /proc are Linux's")
+pytestmark = [pytest.mark.skipif(not hasattr(signal, "SIGINT") or sys.platform != "linux",
+                                 reason="tmpfs and /proc are Linux's"),
+              pytest.mark.slow]  # a child interpreter on a small tmpfs
 
 
 @pytest.fixture

@@ -373,6 +373,7 @@ def big_job(tmp_path_factory):
                          steps=range(1, 30001))
 
 
+@pytest.mark.slow  # the command in child interpreters, signalled mid-write
 @pytest.mark.parametrize("workers", ["1", "2"])
 @pytest.mark.parametrize("signum,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_while_timeline_writes_removes_its_temporary_files(

@@ -49,6 +49,7 @@ def test_bad_values_exit_2_naming_the_flag(capsys, argv, message):
     assert code == 2 and message in err and "Traceback" not in err
 
 
+@pytest.mark.slow  # the command in a child interpreter
 def test_a_closed_pipe_ends_the_command_quietly(tmp_path):
     import subprocess
     import sys

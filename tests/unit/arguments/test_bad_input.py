@@ -238,6 +238,7 @@ INVALID_FLAGS = st.one_of(non_integer_value(), non_number_value(), out_of_range_
                           contradictory_flags(), non_finite_number(), list_naming_nothing())
 
 
+@pytest.mark.slow  # every generated case through show-config or a training process
 @settings(max_examples=160, deadline=None)
 @given(INVALID_FLAGS)
 def test_every_invalid_flag_combination_exits_2_naming_the_flag_and_the_fix(case):
@@ -350,6 +351,7 @@ def broken_yaml(draw):
 INVALID_YAML = st.one_of(wrongly_typed_key(), unknown_key(), out_of_range_key(), broken_yaml())
 
 
+@pytest.mark.slow  # every generated case through show-config or a training process
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(INVALID_YAML)
 def test_every_invalid_yaml_file_exits_2_naming_the_key_and_the_fix(case):
@@ -424,6 +426,7 @@ def test_console_script_exits_2_with_one_line_and_no_traceback(tmp_path):
     assert result.stderr.count("\n") == 1 and "--profile-ranks 'x'" in result.stderr
 
 
+@pytest.mark.slow  # every generated case through show-config or a training process
 @pytest.mark.parametrize("bad, message", [
     (["--profile-level", "Level9"],
      "--profile-level 'Level9' is not one of level_none, level0, level1, level2"),

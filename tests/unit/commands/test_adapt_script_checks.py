@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from mindspeed_prof import cli
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "data" / "launch_scripts"
@@ -81,6 +83,7 @@ def test_an_entry_file_that_trains_with_deepspeed_is_refused_when_it_can_be_read
     assert adapt(capsys, script)[0] == 0
 
 
+@pytest.mark.slow  # launches the adapted script
 def test_the_exit_error_of_a_launched_script_that_ran_no_hooked_loop_names_what_ran(tmp_path):
     entry = tmp_path / "train_fsdp2.py"
     entry.write_text("import torch.distributed.fsdp\nfor step in range(3):\n    pass\n")

@@ -102,6 +102,7 @@ def test_missing_directory_is_a_usage_error(tmp_path, stand_in):
     assert result.returncode == 2 and "nope" in result.stderr
 
 
+@pytest.mark.slow  # the fake torch_npu's parser in child interpreters
 def test_fake_torch_npu_offline_capture_is_parsed_end_to_end(tmp_path):
     if not os.path.isfile(os.path.join(TESTS, "fakes", "loader.py")):
         pytest.skip("the fake torch_npu (tests/fakes) is not in this checkout")

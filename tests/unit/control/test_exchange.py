@@ -62,16 +62,19 @@ def results():
     return found
 
 
+@pytest.mark.slow  # the module's two-rank gloo group (`results`)
 def test_rank_zeros_value_reaches_every_rank_in_one_broadcast(results):
     for rank in (0, 1):
         assert results[rank]["small"] == {"request": None, "spike": {"unit": 7}}
         assert results[rank]["calls_small"] == {"broadcast": 1, "all_gather": 0}
 
 
+@pytest.mark.slow  # the module's two-rank gloo group (`results`)
 def test_every_ranks_value_reaches_every_rank_in_rank_order(results):
     assert results[0]["gather"] == results[1]["gather"] == [{"number": 0.25}, {"number": 0.5}]
 
 
+@pytest.mark.slow  # the module's two-rank gloo group (`results`)
 def test_a_value_longer_than_a_slot_takes_one_more_collective_on_every_rank(results):
     for rank in (0, 1):
         assert results[rank]["long"] == {"ranks": list(range(2000))}

@@ -58,6 +58,7 @@ def verdict(capsys, save):
     return code, rank_entry(report, 0)
 
 
+@pytest.mark.slow  # the scenario in its own process, ended as a job ends
 @pytest.mark.parametrize("how, reason", [("sigterm", "signal"), ("ctrl-c", "interrupted"),
                                          ("raise", "exception"), ("exit", "sys.exit"),
                                          ("early", "finished")])
@@ -81,6 +82,7 @@ def test_an_rl_window_ended_early_is_cut_and_keeps_the_steps_it_recorded(tmp_pat
         assert any("RL step 3 cut mid-way" in t for r in entry["runs"] for t in r["problems"])
 
 
+@pytest.mark.slow  # the scenario in its own process, ended as a job ends
 def test_an_rl_process_killed_inside_its_window_is_cut_not_valid(tmp_path, capsys):
     # SIGKILL leaves no way to write anything more: the window's record stays `running`
     # and the manifest has no exit, which check reads as a window the process never finished.
@@ -93,6 +95,7 @@ def test_an_rl_process_killed_inside_its_window_is_cut_not_valid(tmp_path, capsy
     assert any("never finished" in p for p in entry["problems"])
 
 
+@pytest.mark.slow  # the scenario in its own process, ended as a job ends
 def test_a_window_cut_in_its_first_step_names_the_partial_trace_it_wrote(tmp_path, capsys):
     done, save = run_role(tmp_path, "sigterm", at=2)
     assert [step_ids(t) for t in torch_traces(str(save))] == [[2]]  # the partial step, on disk
@@ -103,6 +106,7 @@ def test_a_window_cut_in_its_first_step_names_the_partial_trace_it_wrote(tmp_pat
     assert code == 1 and entry["verdict"] == "cut"
 
 
+@pytest.mark.slow  # the scenario in its own process, ended as a job ends
 def test_a_role_resumed_inside_its_window_records_the_steps_that_run(tmp_path, capsys):
     done, save = run_role(tmp_path, "none", at=0, first=3)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -183,6 +187,7 @@ REQUESTS = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # the scenario in its own process, ended as a job ends
 @pytest.mark.parametrize("how, problem", [("sigkill", "never finished"),
                                           ("raise", "cut short (exception)")])
 def test_a_request_window_a_server_never_completes_is_cut(tmp_path, capsys, how, problem):

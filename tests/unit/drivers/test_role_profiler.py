@@ -193,6 +193,7 @@ def test_rank_defaults_to_the_rank_environment_variable(tmp_path, monkeypatch):
     assert os.path.isfile(tmp_path / "actor" / "profile_manifest_rank1.json")
 
 
+@pytest.mark.slow  # a child interpreter that exits inside its step
 def test_exit_inside_a_step_writes_the_trace_and_a_final_manifest_that_says_cut(tmp_path):
     script = (
         "import sys, torch, mindspeed_prof\n"

@@ -18,6 +18,8 @@ from helpers.inference import events
 from helpers.traces import manifest, step_ids, torch_traces
 from mindspeed_prof.patches.registry import MARK, PatchRegistry
 
+pytestmark = pytest.mark.slow  # Megatron's engines in a fresh interpreter, test by test
+
 TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FAKES = os.path.join(TESTS, "fakes")
 ENGINE_MODULE = "megatron.core.inference.engines.static_engine"

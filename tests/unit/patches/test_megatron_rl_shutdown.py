@@ -11,7 +11,11 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from helpers.traces import manifest, step_ids, torch_traces
+
+pytestmark = pytest.mark.slow  # each scenario in a fresh interpreter that os._exit()s
 
 SCENARIO = """
 import os, sys, time, types

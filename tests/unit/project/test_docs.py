@@ -207,6 +207,7 @@ def test_the_docs_hold_samples_of_timeline_and_diff():
         ("analysis.md", "timeline"), ("analysis.md", "diff")]
 
 
+@pytest.mark.slow  # the module's gloo job (`gloo_job`)
 @pytest.mark.parametrize("index", range(2))
 def test_each_sample_output_in_the_docs_is_what_its_command_prints_today(
         index, gloo_job, capsys, monkeypatch):

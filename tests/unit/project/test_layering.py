@@ -6,6 +6,10 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.slow  # fresh interpreters, to see what each import loads
+
 FORBIDDEN_FOR_CORE = ("megatron", "mindspeed", "mindspeed_llm", "torch_npu", "verl",
                       "mindspeed_prof.patches", "mindspeed_prof.arguments",
                       "mindspeed_prof.integrations")

@@ -1,15 +1,18 @@
-"""The test selections the docs name stay true: every test marked `slow` by name still exists,
-so the loop to run between edits (`-m "not e2e and not slow"`) does not silently grow back; the
+"""The test selections the docs name stay true: the tests of a file's module-scoped job (a
+gloo group, torchrun jobs run once per file) are all marked `slow` or none are, so a test added
+to a slow job cannot grow the loop to run between edits (`-m "not e2e and not slow"`) back; the
 timed e2e files, which run one after the other on one worker, exist; the Python 3.12 leg's files
 and the tests it leaves out exist."""
 
+import ast
+import glob
 import os
 import re
 
 import pytest
 
-from conftest import (CURRENT_LEG_FILES, CURRENT_LEG_LEFT_OUT, REPO, SLOW_UNIT_TESTS, TESTS,
-                      TIMED_E2E_FILES, TIMED_GROUP, worker_scope)
+from conftest import (CURRENT_LEG_FILES, CURRENT_LEG_LEFT_OUT, REPO, TESTS, TIMED_E2E_FILES,
+                      TIMED_GROUP, worker_scope)
 
 
 def _source(path):
@@ -17,17 +20,85 @@ def _source(path):
         return handle.read()
 
 
-def test_every_file_test_and_fixture_the_slow_list_names_exists():
-    gone = []
-    for entry in SLOW_UNIT_TESTS:
-        path, _, rest = entry.replace("@", "::").partition("::")
-        if not os.path.exists(os.path.join(TESTS, path)):
-            gone.append(entry)
+def _marked_slow(node):
+    return any("mark.slow" in ast.unparse(decorator) for decorator in node.decorator_list)
+
+
+def _fixture_scope(node):
+    """A fixture's scope ("function" when unset), or None when node is not a fixture."""
+    for decorator in node.decorator_list:
+        if ast.unparse(decorator).startswith("pytest.fixture"):
+            for keyword in getattr(decorator, "keywords", ()):
+                if keyword.arg == "scope":
+                    return ast.literal_eval(keyword.value)
+            return "function"
+    return None
+
+
+def shared_jobs_marked_unlike(source):
+    """For each fixture of the file that outlives a test (scope module or wider: a job run once
+    for the file), the tests that use it, directly or through the file's other fixtures, when
+    some are marked slow and some are not: {fixture: (slow tests, the others)}."""
+    tree = ast.parse(source)
+    file_slow = any(isinstance(node, ast.Assign) and "pytestmark" in ast.unparse(node.targets[0])
+                    and "mark.slow" in ast.unparse(node.value) for node in tree.body)
+    functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
+    fixtures = {node.name: node for node in functions if _fixture_scope(node) is not None}
+
+    def uses(node, seen=()):
+        names = {arg.arg for arg in node.args.args}
+        for name in names & set(fixtures) - set(seen):
+            names |= uses(fixtures[name], (*seen, name))
+        return names
+
+    unlike = {}
+    for name, fixture in fixtures.items():
+        if _fixture_scope(fixture) == "function":
             continue
-        if rest and not re.search(rf"^def {re.escape(rest)}\(", _source(os.path.join(TESTS, path)),
-                                  flags=re.M):
-            gone.append(entry)
-    assert gone == []
+        users = [node for node in functions if node.name.startswith("test_") and name in uses(node)]
+        slow = sorted(node.name for node in users if file_slow or _marked_slow(node))
+        quick = sorted(node.name for node in users if node.name not in slow)
+        if slow and quick:
+            unlike[name] = (slow, quick)
+    return unlike
+
+
+def test_the_tests_of_a_files_shared_job_are_all_slow_or_none_are():
+    found = {}
+    for path in sorted(glob.glob(os.path.join(TESTS, "unit", "**", "test_*.py"), recursive=True)):
+        unlike = shared_jobs_marked_unlike(_source(path))
+        if unlike:
+            found[os.path.relpath(path, TESTS)] = unlike
+    assert found == {}
+
+
+def test_a_test_added_to_a_slow_job_without_the_mark_is_found():
+    source = """
+import pytest
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    return 1
+
+@pytest.fixture
+def report(job):
+    return job
+
+@pytest.mark.slow
+def test_one(job):
+    pass
+
+def test_two(report):
+    pass
+
+def test_three(tmp_path):
+    pass
+"""
+    assert shared_jobs_marked_unlike(source) == {"job": (["test_one"], ["test_two"])}
+    marked = source.replace("def test_two", "@pytest.mark.slow\ndef test_two")
+    assert shared_jobs_marked_unlike(marked) == {}
+    whole_file = source.replace("import pytest\n", "import pytest\npytestmark = pytest.mark.slow\n")
+    assert shared_jobs_marked_unlike(whole_file) == {}
 
 
 def test_every_timed_e2e_file_exists_and_holds_e2e_tests():

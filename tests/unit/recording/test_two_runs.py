@@ -56,6 +56,7 @@ def two_jobs(tmp_path_factory):
     return save, first
 
 
+@pytest.mark.slow  # the module's two jobs, a process per rank (`two_jobs`)
 def test_a_second_job_in_the_same_save_path_never_overwrites_the_first_jobs_manifest(two_jobs):
     save, first = two_jobs
     assert manifests(save) == ["profile_manifest_rank0.json",
@@ -66,6 +67,7 @@ def test_a_second_job_in_the_same_save_path_never_overwrites_the_first_jobs_mani
     assert len(torch_traces(save)) == 2
 
 
+@pytest.mark.slow  # the module's two jobs, a process per rank (`two_jobs`)
 def test_check_judges_a_rank_by_its_newest_run_and_names_the_other(two_jobs, capsys):
     save, _ = two_jobs
     code, report = run_cli_json(capsys, "check", save)
@@ -78,6 +80,7 @@ def test_check_judges_a_rank_by_its_newest_run_and_names_the_other(two_jobs, cap
     assert "profile_manifest_rank0.json" in note
 
 
+@pytest.mark.slow  # the module's two jobs, a process per rank (`two_jobs`)
 def test_summary_reads_the_newest_run_and_names_the_other(two_jobs, capsys):
     save, _ = two_jobs
     code, out, _ = run_cli(capsys, "summary", save)
@@ -94,6 +97,7 @@ def fewer_ranks(tmp_path_factory):
     return save
 
 
+@pytest.mark.slow  # the module's two jobs, a process per rank (`fewer_ranks`)
 def test_a_newer_job_that_profiles_fewer_ranks_is_judged_alone_not_mixed_with_the_older(
         fewer_ranks, capsys):
     # before: rank 0 judged by job B, rank 1 by job A, one verdict "2 valid", exit 0
@@ -107,6 +111,7 @@ def test_a_newer_job_that_profiles_fewer_ranks_is_judged_alone_not_mixed_with_th
     assert code == 0
 
 
+@pytest.mark.slow  # the module's two jobs, a process per rank (`fewer_ranks`)
 def test_summary_reads_the_newer_job_alone(fewer_ranks, capsys):
     code, data = run_cli_json(capsys, "summary", fewer_ranks)
     assert code == 0 and data["run"] == "job-b"
@@ -114,6 +119,7 @@ def test_summary_reads_the_newer_job_alone(fewer_ranks, capsys):
     assert len(data["ranks"][0]["sources"]) == 1
 
 
+@pytest.mark.slow  # the module's two jobs, a process per rank (`fewer_ranks`)
 def test_run_picks_an_older_job_whole(fewer_ranks, capsys):
     code, report = run_cli_json(capsys, "check", fewer_ranks, "--run", "job-a")
     assert code == 0 and report["run"] == "job-a"
@@ -124,6 +130,7 @@ def test_run_picks_an_older_job_whole(fewer_ranks, capsys):
     assert code == 0 and [r["rank"] for r in data["ranks"]] == [0, 1]
 
 
+@pytest.mark.slow  # the module's two jobs, a process per rank (`fewer_ranks`)
 def test_a_run_id_that_no_manifest_has_is_a_usage_error_listing_the_runs(fewer_ranks, capsys):
     code, _, err = run_cli(capsys, "check", fewer_ranks, "--run", "job-c")
     assert code == 2 and "--run job-c: no manifest here has that run id" in err
@@ -278,6 +285,7 @@ ALLOCATION_JOB = JOB.replace("import mindspeed_prof\n", textwrap.dedent("""\
     """), 1)
 
 
+@pytest.mark.slow  # two torchrun jobs
 def test_two_torchrun_jobs_in_one_slurm_allocation_without_srun_are_two_runs(tmp_path, capsys):
     # before: both wrote run id slurm4242 (source slurm): check took them for one run whose
     # workers restarted ("run slurm4242 wrote rank(s) 0 more than once")

@@ -42,6 +42,7 @@ def test_pth_line_loads_nothing_without_profile_flags(tmp_path):
     assert run_pth_line(tmp_path, ["--train-iters", "5"]) is False
 
 
+@pytest.mark.slow  # a fresh interpreter that reads the .pth line
 def test_pth_line_arms_the_patches_when_profile_is_on_the_command_line(tmp_path):
     assert run_pth_line(tmp_path, ["--profile"]) is True
 

@@ -80,6 +80,7 @@ def test_slow_ranks_are_measured_against_the_whole_jobs_median(tmp_path, capsys)
     assert len({s["rank"] for s in summary["slow_ranks"]}) > 1  # across nodes, not within one
 
 
+@pytest.mark.slow  # one process per node
 def test_nodes_as_separate_processes_merge_to_the_single_machine_verdict(tmp_path, capsys):
     data = job(tmp_path, ranks=4)
     check, summary = one_machine(capsys, data)

@@ -66,6 +66,7 @@ def expected_breakdown(trace_path):
     return result
 
 
+@pytest.mark.slow  # the module's gloo job (`gloo_job`)
 def test_each_step_of_a_gloo_job_splits_into_computing_communication_and_free(gloo_job):
     summary = summarize_directory(str(gloo_job))
     assert [r.rank for r in summary.ranks] == [0, 1]
@@ -83,6 +84,7 @@ def test_each_step_of_a_gloo_job_splits_into_computing_communication_and_free(gl
         assert "CPU operators" in rank.basis
 
 
+@pytest.mark.slow  # the module's gloo job (`gloo_job`)
 def test_the_blocking_all_reduce_is_exposed_and_the_one_beside_compute_overlapped(gloo_job):
     steps = [step for rank in summarize_directory(str(gloo_job)).ranks for step in rank.steps]
     for step in steps:
@@ -93,6 +95,7 @@ def test_the_blocking_all_reduce_is_exposed_and_the_one_beside_compute_overlappe
     assert any(step["Overlapped"] > 0 for step in steps), steps
 
 
+@pytest.mark.slow  # the module's gloo job (`gloo_job`)
 def test_the_table_names_units_the_share_basis_and_with_steps_every_step(gloo_job, capsys):
     code, out, _ = run_cli(capsys, "summary", gloo_job, "--steps")
     assert code == 0
@@ -107,6 +110,7 @@ def test_the_table_names_units_the_share_basis_and_with_steps_every_step(gloo_jo
     assert "Per step" not in run_cli(capsys, "summary", gloo_job)[1]
 
 
+@pytest.mark.slow  # the module's gloo job (`gloo_job`)
 def test_json_and_csv_carry_the_per_step_breakdown(gloo_job, capsys):
     code, data = run_cli_json(capsys, "summary", gloo_job)
     assert code == 0

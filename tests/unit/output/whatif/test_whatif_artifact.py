@@ -51,6 +51,7 @@ def test_whatif_reproduces_the_artifact_s_results_on_its_traces(trace, capsys):
     assert ours["m_s"]["value"] == pytest.approx(artifact(f"ms-{trace}.json")["Ms"], abs=0.02)
 
 
+@pytest.mark.slow  # the artifact's analyzer in its own interpreter
 @needs_checkout
 @pytest.mark.skipif(not PYTHON, reason="STRAGGLER_ANALYSIS_PYTHON names no Python where the "
                                        "artifact's analyzer runs (pandas<2.2, numpy<2, pyarrow<16)")
