@@ -170,6 +170,16 @@ def test_the_tests_map_names_every_folder_of_tests_and_nothing_else():
     assert listed == folders
 
 
+def test_the_unit_tests_map_names_every_folder_of_tests_unit_and_nothing_else():
+    table = read("tests", "README.md").split("## Inside `unit/`", 1)[1].split("| folder", 1)[1]
+    listed = {line.split("|")[1].strip().strip("`/").removeprefix("unit/")
+              for line in table.split("\n\n", 1)[0].splitlines()[2:]}
+    unit = os.path.join(REPO, "tests", "unit")
+    folders = {name for name in os.listdir(unit)
+               if os.path.isdir(os.path.join(unit, name)) and not name.startswith(("__", "."))}
+    assert listed == folders
+
+
 # Sample outputs: a fenced block of docs/ that starts with `$ mindspeed-prof ...` is that
 # command's output on the 2-rank gloo job of the tests (profile_dir). Its numbers are the run's
 # own (they differ from run to run); its words, columns and lines must be what the command
