@@ -1,8 +1,9 @@
-"""The test selections the docs name stay true: the tests of a file's module-scoped job (a
-gloo group, torchrun jobs run once per file) are all marked `slow` or none are, so a test added
-to a slow job cannot grow the loop to run between edits (`-m "not e2e and not slow"`) back; the
-timed e2e files, which run one after the other on one worker, exist; the Python 3.12 leg's files
-and the tests it leaves out exist."""
+"""The test selections the docs name stay true: a unit test that runs torchrun or spawns ranks
+is marked `slow` (or `e2e`), and the tests of a file's module-scoped job (a gloo group, jobs run
+once per file) are all marked `slow` or none are, so the loop to run between edits
+(`-m "not e2e and not slow"`) does not silently grow back; the timed e2e files, which run one
+after the other on one worker, exist; the Python 3.12 leg's files and the tests it leaves out
+exist."""
 
 import ast
 import glob
@@ -61,6 +62,78 @@ def shared_jobs_marked_unlike(source):
         if slow and quick:
             unlike[name] = (slow, quick)
     return unlike
+
+
+def _starts_ranks(node):
+    """Whether node's code launches ranks: torch.distributed.run (torchrun) in a command it runs,
+    or torch.multiprocessing's spawn (a lone child process a test starts is no job: not here)."""
+    for call in ast.walk(node):
+        if not isinstance(call, ast.Call):
+            continue
+        name = ast.unparse(call.func)
+        if name == "spawn" or name.endswith(".spawn"):
+            return True
+        for arg in call.args:
+            if isinstance(arg, (ast.List, ast.Tuple)) and any(
+                    isinstance(item, ast.Constant) and item.value == "torch.distributed.run"
+                    for item in arg.elts):
+                return True
+    return False
+
+
+def rank_launchers_unmarked(source):
+    """The tests of a file that launch ranks (themselves or through the file's fixtures they use)
+    and are marked neither slow nor e2e (a torchrun job among the unit tests)."""
+    tree = ast.parse(source)
+    if any(isinstance(node, ast.Assign) and "pytestmark" in ast.unparse(node.targets[0])
+           and re.search(r"mark\.(slow|e2e)\b", ast.unparse(node.value)) for node in tree.body):
+        return []
+    functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
+    fixtures = {node.name: node for node in functions if _fixture_scope(node) is not None}
+
+    def launches(node, seen=()):
+        return _starts_ranks(node) or any(
+            launches(fixtures[arg.arg], (*seen, arg.arg)) for arg in node.args.args
+            if arg.arg in fixtures and arg.arg not in seen)
+
+    return sorted(node.name for node in functions
+                  if node.name.startswith("test_") and launches(node) and not any(
+                      re.search(r"mark\.(slow|e2e)\b", ast.unparse(decorator))
+                      for decorator in node.decorator_list))
+
+
+def test_every_unit_test_that_launches_ranks_is_marked_slow():
+    found = {}
+    for path in sorted(glob.glob(os.path.join(TESTS, "unit", "**", "test_*.py"), recursive=True)):
+        unmarked = rank_launchers_unmarked(_source(path))
+        if unmarked:
+            found[os.path.relpath(path, TESTS)] = unmarked
+    assert found == {}
+
+
+def test_a_test_that_runs_torchrun_or_spawns_ranks_without_the_mark_is_found():
+    source = """
+import subprocess, sys
+import pytest
+import torch.multiprocessing as mp
+
+@pytest.fixture(scope="module")
+def ranks():
+    mp.spawn(print, nprocs=2)
+
+def test_job(tmp_path):
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "train.py"])
+
+def test_uses_ranks(ranks):
+    pass
+
+def test_quick():
+    assert ["torch.distributed.run"]
+"""
+    assert rank_launchers_unmarked(source) == ["test_job", "test_uses_ranks"]
+    marked = source.replace("def test_job", "@pytest.mark.e2e\ndef test_job").replace(
+        "def test_uses", "@pytest.mark.slow\ndef test_uses")
+    assert rank_launchers_unmarked(marked) == []
 
 
 def test_the_tests_of_a_files_shared_job_are_all_slow_or_none_are():

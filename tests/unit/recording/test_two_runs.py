@@ -285,7 +285,7 @@ ALLOCATION_JOB = JOB.replace("import mindspeed_prof\n", textwrap.dedent("""\
     """), 1)
 
 
-@pytest.mark.slow  # two torchrun jobs
+@pytest.mark.slow  # two jobs' rank processes, one after the other
 def test_two_torchrun_jobs_in_one_slurm_allocation_without_srun_are_two_runs(tmp_path, capsys):
     # before: both wrote run id slurm4242 (source slurm): check took them for one run whose
     # workers restarted ("run slurm4242 wrote rank(s) 0 more than once")
