@@ -42,8 +42,10 @@ def apply_cpu_fixes():
 def install_faults():
     """The harness's fault knobs (``faults.py``: HARNESS_SLEEP_AT_ITER, HARNESS_BUSY_FROM_ITER,
     ...) in the real loop: run at the first forward step of each iteration (megatron-core's
-    ``schedules.forward_step``, looked up at call time), inside ``train_step``. Megatron-LM
-    sets ``args.curr_iteration`` to the 0-based counter: the logged iteration is one more."""
+    ``schedules.forward_step``, looked up at call time), inside ``train_step``; with
+    HARNESS_SLOW_FORWARD_FROM_ITER every micro-batch's ``forward_step_func`` (the script's own
+    ``forward_step``) computes first. Megatron-LM sets ``args.curr_iteration`` to the 0-based
+    counter: the logged iteration is one more."""
     if not any(key.startswith("HARNESS_") for key in os.environ):
         return
     sys.path.insert(0, HARNESS)
@@ -62,6 +64,11 @@ def install_faults():
         if iteration not in done:
             done.add(iteration)
             plan.at_step(iteration)
+        if args:  # forward_step_func is the first parameter
+            args = (plan.slow_forward(args[0], iteration), *args[1:])
+        else:
+            kwargs["forward_step_func"] = plan.slow_forward(kwargs["forward_step_func"],
+                                                            iteration)
         return original(*args, **kwargs)
 
     schedules.forward_step = forward_step
