@@ -38,6 +38,8 @@ def summary_dict(summary):
             "notes": summary.notes}
     if getattr(summary, "waits", None):
         data["waits"] = summary.waits
+    if getattr(summary, "communication_matrix", None):
+        data["communication_matrix"] = summary.communication_matrix
     if summary.run is not None:
         data["run"] = summary.run
     return data

@@ -87,6 +87,7 @@ def summarize_directory(path: "str | os.PathLike[str]", top: int = 10,
                       if only is None or rank in only}
     if only is None:  # a node's share: the merge finds the job's waits (job/merge.py)
         summary.waits = waits_of(summary)
+        summary.communication_matrix = matrix_of(summary, found.runs)
     if only is None:
         summary.notes.extend(closing_notes(summary, path))
     return summary
@@ -116,6 +117,16 @@ def waits_of(summary):
                 result["backend"] = backend
             return result
     return None
+
+
+def matrix_of(summary, runs):
+    """The NPU captures' rank-pair matrix and slow links (output/waits/links.py)."""
+    from ..read import commmatrix
+    from ..waits import Layout, links
+
+    layout = Layout.from_manifests({r: p.get("parallel") for r, p in summary.places.items()})
+    return links.matrix([(r.rank, r.rel, commmatrix.read(r.path)) for r in runs
+                         if r.backend == "npu" and r.rank is not None], layout)
 
 
 def _two_backends(by_key):

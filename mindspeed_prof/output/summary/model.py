@@ -51,6 +51,8 @@ class Summary:
     notes: list = field(default_factory=list)
     run: Optional[str] = None  # the run summarised, when manifests name one (read/jobruns.py)
     waits: Optional[dict] = None  # who makes everyone wait (output/waits), where traces say
+    # the rank-pair matrix of NPU captures and their slow links (output/waits/links.py)
+    communication_matrix: Optional[dict] = None
     places: dict = field(default_factory=dict)  # rank -> {"parallel", "hostname"} (manifests)
 
     def rank(self, rank):
