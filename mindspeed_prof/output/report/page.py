@@ -105,6 +105,7 @@ def _part(body: Sections, part: Dict[str, Any], several: bool,
     body.section(prefix + "Communication per group", "Which collectives, in which group, how "
                  "many bytes, how fast? Where the files say it.")
     body.communication(part["communication"])
+    body.links(summary.get("communication_matrix"))
     body.section(prefix + "Captures taken by themselves", "What did the anomaly rules catch, "
                  "and what grew against the reference rank?")
     body.captures(summary.get("captures") or [])

@@ -4,6 +4,7 @@ size does not grow with the job's beyond them. Text from the files is escaped he
 from typing import Any, Dict, List, Optional
 
 from ..read import columns
+from . import links as link_figures
 from .baseline import render_diff
 from .cells import MAX_LISTED, MAX_ROWS, MAX_TEXT, e, num_cell, rank_ranges, table, us_cell
 from .figures import SHORT
@@ -290,6 +291,35 @@ class Sections:
                       "only where the files give sizes (a CPU gloo trace does not).")
         for note in comm["notes"][:MAX_LISTED]:
             self.note(note)
+
+    def links(self, matrix: Optional[Dict[str, Any]]) -> None:
+        """The rank-pair matrix of communication_matrix.json and its slow links."""
+        if not matrix:
+            return
+        self.parts.append("<h3>Links (communication_matrix.json)</h3>")
+        self.note(f"basis: {matrix['basis']}.")
+        for note in matrix["notes"][:MAX_LISTED]:
+            self.note(note)
+        if matrix["slow_links"]:
+            rows = [f"<tr><td>{e(s['group'], 80)}</td><td class=n>{s['src']} → {s['dst']}</td>"
+                    f"<td>{e(s['transport'])}</td><td>{e(s['size_class'])}</td>"
+                    f"{num_cell(s['bandwidth_gbps'], '.2f')}"
+                    f"{num_cell(s['peers_median_gbps'], '.2f')}"
+                    f"<td class=n>{s['peers']}</td></tr>" for s in matrix["slow_links"]]
+            self.parts.append(table(["GROUP", "LINK", "TRANSPORT", "SIZE CLASS",
+                                     "BANDWIDTH (GB/s)", "PEERS' MEDIAN (GB/s)", "PEERS"],
+                                    rows, "slow-links"))
+            if matrix["slow_links_total"] > len(matrix["slow_links"]):
+                self.note(f"{matrix['slow_links_total']} slow links: the slowest "
+                          f"{len(matrix['slow_links'])} listed.")
+        else:
+            self.note("slow links: none (no link below "
+                      f"{matrix['slow_fraction']:g} x its peers' median bandwidth).")
+        for g in matrix["slow_groups"][:MAX_LISTED]:
+            self.note(f"slow group: {g['group']} moves {g['transport']} transfers of "
+                      f"{g['size_class']} at {g['bandwidth_gbps']:.2f} GB/s, its {g['peers']} "
+                      f"peer groups' median {g['peers_median_gbps']:.2f} GB/s.")
+        self.grid(link_figures.bandwidth_figures(matrix), "heatmap")
 
     def captures(self, captures: List[Dict[str, Any]]) -> None:
         if not captures:
