@@ -79,14 +79,15 @@ def part(path: str, top: int, run: Optional[str], title: Optional[str] = None,
     found = discover(path)
     chosen = jobruns.choose(found.manifests, run)
     runs = jobruns.keep_runs(found.runs, chosen) if chosen.left_out else found.runs
+    layout = _layout(chosen.chosen)
     return {"title": title, "role": role, "stage": stage, "path": os.path.abspath(path),
             "unit": _unit(chosen.chosen), "check": report.as_dict(),
             "exit_code": report.exit_code, "summary": summary,
-            "heatmap": heatmap.matrices(summary["ranks"]),
+            "heatmap": heatmap.matrices(summary["ranks"], layout.as_dict()),
             "per_step": per_step(summary["ranks"], summary.get("waits")),
             "slow_ranks": reasons.slow_ranks(summary["slow_ranks"]),
             "communication": communication.communication(
-                [r for r in runs if r.rank is not None], _layout(chosen.chosen)),
+                [r for r in runs if r.rank is not None], layout),
             "whatif": whatif.whatif_data(path, chosen.chosen)}
 
 

@@ -77,8 +77,10 @@ def _part(body: Sections, part: Dict[str, Any], several: bool,
         body.note(f"no rank has a timed {unit}: nothing to draw (see the notes below).")
     else:
         if matrix["banded_rows"]:
-            body.note(f"{matrix['ranks']} rank rows gathered into {len(matrix['y'])} bands of "
-                      f"consecutive ranks: each cell is the band's maximum of that map's "
+            order = "the layout's order (PP stage, then TP, then DP)" if \
+                matrix["in_layout_order"] else "rank order (no layout recorded)"
+            body.note(f"{matrix['ranks']} rank rows gathered into {len(matrix['y'])} bands in "
+                      f"{order}: each cell is the band's maximum of that map's "
                       f"metric (the rank it came from named on hover, with the band's mean).")
         main, *rest = matrix["parts"]
         body.figure(figures.heatmap(matrix, main, unit, tall=True), "heatmap")

@@ -10,7 +10,7 @@ DP) when it is known.
 from typing import Any, Dict, List, Optional
 
 from . import colour
-from .heatmap import MAX_COLUMNS, MAX_ROWS, _bands
+from .heatmap import MAX_COLUMNS, MAX_ROWS, _bands, band_label, layout_order
 
 TOP = 16  # ranks listed by the wait they cause
 
@@ -29,9 +29,7 @@ def lateness_matrix(waits: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     if not late["ranks"] or not late["steps"]:
         return None
     layout = waits.get("layout")
-    order = list(range(len(late["ranks"])))
-    if layout:
-        order.sort(key=lambda i: _coords(late["ranks"][i], layout))
+    order = layout_order(late["ranks"], layout)
     size = max(1, -(-len(order) // MAX_ROWS))
     bands = [order[i:i + size] for i in range(0, len(order), size)]
     steps = late["steps"]
@@ -39,7 +37,7 @@ def lateness_matrix(waits: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     y, z, text = [], [], []
     for band in bands:
         ranks = [late["ranks"][i] for i in band]
-        y.append(_label(ranks, layout))
+        y.append(f"rank {ranks[0]}" if len(ranks) == 1 else band_label(ranks, layout))
         z_row, t_row = [], []
         for column in columns:
             value, where = max((late["us"][i][j], late["ranks"][i]) for i in band
@@ -52,21 +50,3 @@ def lateness_matrix(waits: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     x = [str(steps[c[0]]) if len(c) == 1 else f"{steps[c[0]]}-{steps[c[-1]]}" for c in columns]
     return {"x": x, "y": y, "z_ms": z, "text": text, "banded_rows": size > 1,
             "scale": colour.scale([v for row in z for v in row])}
-
-
-def _coords(rank, layout):
-    tp = rank % layout["tp"]
-    rest = rank // layout["tp"]
-    cp, rest = rest % layout["cp"], rest // layout["cp"]
-    dp, pp = rest % layout["dp"], rest // layout["dp"]
-    return (pp, tp, cp, dp)
-
-
-def _label(ranks, layout):
-    if len(ranks) == 1:
-        return f"rank {ranks[0]}"
-    if layout:
-        first, last = _coords(ranks[0], layout), _coords(ranks[-1], layout)
-        if first[:3] == last[:3]:
-            return f"pp{first[0]} tp{first[1]} dp{first[3]}-{last[3]}"
-    return f"ranks {min(ranks)}-{max(ranks)} ({len(ranks)})"

@@ -294,7 +294,4 @@ def _line(rank, place, top, share, reason, grew):
 
 
 def _layout_dict(layout):
-    if not layout.known:
-        return None
-    return {"tp": layout.tp, "pp": layout.pp, "dp": layout.dp, "cp": layout.cp,
-            "world": layout.world, "order": "tp-cp-ep-dp-pp"}
+    return layout.as_dict()

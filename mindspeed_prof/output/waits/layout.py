@@ -48,6 +48,13 @@ class Layout:
             return cls()
         return cls(tp, cp, dp, pp, tp * cp * dp * pp, True)
 
+    def as_dict(self) -> Optional[Dict[str, object]]:
+        """summary --json's ``waits.layout`` (None when unknown)."""
+        if not self.known:
+            return None
+        return {"tp": self.tp, "pp": self.pp, "dp": self.dp, "cp": self.cp,
+                "world": self.world, "order": "tp-cp-ep-dp-pp"}
+
     def coords(self, rank: int) -> Dict[str, int]:
         tp, rest = rank % self.tp, rank // self.tp
         cp, rest = rest % self.cp, rest // self.cp
