@@ -33,6 +33,9 @@ def distributed_args(args, rank, world_size):
         "context_parallel_size": cp,
         "expert_model_parallel_size": ep,
         "sequence_parallel": bool(getattr(args, "sequence_parallel", False)),
+        # how ranks map to coordinates (Megatron's initialize: --use-tp-pp-dp-mapping)
+        "order": "tp-pp-dp" if getattr(args, "use_tp_pp_dp_mapping", False)
+        else "tp-cp-ep-dp-pp",
         "rank": rank,
         "world_size": world_size,
     }

@@ -99,12 +99,15 @@ def test_each_heatmap_cell_is_that_ranks_step_in_ms(written, capsys):
     # colour from zero: equal step times are not drawn as the full scale
     assert maps["Step time"]["zmin"] == 0.0
     step_time = maps["Step time"]
-    assert step_time["y"] == [f"rank {r}" for r in range(8)] and step_time["x"] == ["5", "6", "7"]
+    # rows in the layout's order (TP=2: each TP coordinate's DP ranks together)
+    assert step_time["y"] == [f"rank {r}" for r in (0, 2, 4, 6, 1, 3, 5, 7)]
+    assert step_time["x"] == ["5", "6", "7"]
     for rank in summary["ranks"]:
+        row = step_time["y"].index(f"rank {rank['rank']}")
         for step in rank["steps"]:
             column = step_time["x"].index(str(step["step"]))
-            assert step_time["z"][rank["rank"]][column] == step["step_time"] / 1000.0
-            assert maps["Computing"]["z"][rank["rank"]][column] == step["Computing"] / 1000.0
+            assert step_time["z"][row][column] == step["step_time"] / 1000.0
+            assert maps["Computing"]["z"][row][column] == step["Computing"] / 1000.0
 
 
 def test_slow_ranks_are_the_ranks_others_wait_for_named_with_their_reason(written, capsys):
@@ -173,7 +176,8 @@ def test_a_1024_rank_job_is_banded_into_64_rows_and_stays_under_the_bound(tmp_pa
     page = read_page(out)
     maps = {f["layout"]["title"]["text"]: f["data"][0] for f in page.heatmaps()}
     step_time = maps["Step time (band: slowest rank)"]
-    assert len(step_time["y"]) == heatmap.MAX_ROWS and step_time["y"][0] == "ranks 0-15"
+    # banded in the layout's order, as the lateness map: one TP coordinate's DP ranks a band
+    assert len(step_time["y"]) == heatmap.MAX_ROWS and step_time["y"][0] == "pp0 tp0 dp0-15"
     # a synchronous job: rank 700's step is everyone's, so the step-time map is flat...
     assert {v for row in step_time["z"] for v in row} == {step_time["z"][0][0]}
     # ...and the lateness map finds it: banded in the layout's order (tp, then dp)
@@ -459,3 +463,26 @@ def test_the_lateness_map_is_bounded_in_rows_and_steps_and_an_all_zero_map_is_ne
                                   "layout": None})
     assert calm["scale"]["zero"] and calm["scale"]["colorscale"][0][1] == \
         calm["scale"]["colorscale"][1][1]
+
+
+def test_step_time_bands_follow_the_pp_stages_of_a_1024_rank_tp_pp_dp_layout():
+    # --use-tp-pp-dp-mapping: rank = tp + 8 * (pp + 4 * dp), so ranks 0-7 are stage 0, ranks
+    # 8-15 stage 1, ...: a band of 16 consecutive ranks would mix two stages
+    layout = {"tp": 8, "cp": 1, "dp": 32, "pp": 4, "world": 1024, "order": "tp-pp-dp"}
+    stage = {r: (r // 8) % 4 for r in range(1024)}
+    # a synchronous job whose stage 3 computes longest: every rank's step time is the same,
+    # its Computing is not
+    ranks = [{"rank": r, "backend": "npu",
+              "steps": [{"step": 1, "step_time": 4000.0,
+                         "Computing": 1000.0 * (1 + stage[r])}]} for r in range(1024)]
+    matrix = heatmap.matrices(ranks, layout)
+    assert matrix["in_layout_order"] and len(matrix["y"]) == heatmap.MAX_ROWS
+    assert matrix["y"][:3] == ["pp0 tp0 dp0-15", "pp0 tp0 dp16-31", "pp0 tp1 dp0-15"]
+    assert matrix["y"][-1] == "pp3 tp7 dp16-31"
+    computing = next(p for p in matrix["parts"] if p["key"] == "Computing")
+    # each band is one stage: its slowest is its own stage's time, never a neighbour stage's
+    assert [row[0] for row in computing["z_ms"]] == [1.0 + s for s in range(4) for _ in range(16)]
+    consecutive = heatmap.matrices(ranks)
+    assert not consecutive["in_layout_order"] and consecutive["y"][0] == "ranks 0-15"
+    assert {row[0] for row in next(p for p in consecutive["parts"]
+                                   if p["key"] == "Computing")["z_ms"]} == {2.0, 4.0}

@@ -127,6 +127,20 @@ def test_groups_are_named_by_the_layout_never_by_id():
     assert Layout().group_name({0, 1, 2}) == "ranks 0-2"
 
 
+def test_a_tp_pp_dp_mapping_recorded_in_the_manifests_places_ranks_by_it():
+    # Megatron's --use-tp-pp-dp-mapping: rank = tp + TP * (pp + PP * dp)
+    parallel = {"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 2,
+                "data_parallel_size": 2, "context_parallel_size": 1, "world_size": 8,
+                "order": "tp-pp-dp"}
+    layout = Layout.from_manifests({r: parallel for r in range(8)})
+    assert layout.place(2) == "tp0 pp1 dp0" and layout.place(5) == "tp1 pp0 dp1"
+    assert layout.group_name({0, 2}) == "pp0" and layout.group_name({1, 5}) == "dp1"
+    assert layout.as_dict()["order"] == "tp-pp-dp"
+    # an order we cannot place ranks by: no layout rather than a wrong one
+    odd = Layout.from_manifests({r: {**parallel, "order": "pp-tp-dp"} for r in range(8)})
+    assert not odd.known and odd.group_name({0, 2}) == "ranks 0,2"
+
+
 def test_npu_captures_of_a_1024_rank_job_name_the_slow_rank_from_communication_json(
         tmp_path, capsys):
     from output_fixtures.simulated_npu_job import npu_job

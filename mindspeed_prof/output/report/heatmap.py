@@ -15,6 +15,8 @@ import math
 import statistics
 from typing import Any, Dict, List, Optional
 
+from ..waits.layout import DEFAULT_ORDER, ORDERS
+
 MAX_ROWS = 64
 MAX_COLUMNS = 128
 # (key in a step of summary --json, title): what each heatmap shows
@@ -60,12 +62,12 @@ def _bands(count: int, most: int) -> List[range]:
 
 
 def coords(rank: int, layout: Dict[str, Any]) -> tuple:
-    """(pp, tp, cp, dp) of ``rank`` in the layout of summary --json's ``waits.layout``
-    (Megatron's tp-cp-ep-dp-pp order: tensor parallel fastest)."""
-    tp, rest = rank % layout["tp"], rank // layout["tp"]
-    cp, rest = rest % layout["cp"], rest // layout["cp"]
-    dp, pp = rest % layout["dp"], rest // layout["dp"]
-    return (pp, tp, cp, dp)
+    """(pp, tp, cp, dp) of ``rank`` in the layout of summary --json's ``waits.layout``, in
+    its ``order`` (Megatron's tp-cp-ep-dp-pp by default: tensor parallel fastest)."""
+    found, rest = {}, rank
+    for kind in ORDERS.get(layout.get("order") or "", DEFAULT_ORDER):
+        found[kind], rest = rest % layout[kind], rest // layout[kind]
+    return (found["pp"], found["tp"], found["cp"], found["dp"])
 
 
 def _known(numbers: List[int], layout: Optional[Dict[str, Any]]) -> bool:

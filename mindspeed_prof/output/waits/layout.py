@@ -2,7 +2,8 @@
 (``dp9``, ``tp0``), from the parallel layout the manifests record, never from a hash id.
 
 Megatron orders ranks ``tp-cp-ep-dp-pp`` by default (tensor parallel fastest): rank =
-tp + TP·(cp + CP·(dp + DP·pp)). A group of one kind is the ranks that share every other
+tp + TP·(cp + CP·(dp + DP·pp)); with ``--use-tp-pp-dp-mapping`` ``tp-pp-dp`` (consecutive
+TP groups are in different PP stages), which the manifest records as ``order``. A group of one kind is the ranks that share every other
 coordinate; groups of a kind are numbered in the order of their lowest rank. A set of ranks
 that is no such group is named by its ranks (``world`` when it is every rank).
 """
@@ -11,6 +12,9 @@ from dataclasses import dataclass
 from typing import Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 KINDS = ("dp", "tp", "pp", "cp")  # a set that is several groups at once takes the first
+DEFAULT_ORDER = ("tp", "cp", "dp", "pp")  # fastest first; ep is not a coordinate here
+ORDERS = {"tp-cp-ep-dp-pp": DEFAULT_ORDER, "tp-pp-dp": ("tp", "pp", "dp", "cp"),
+          "tp-cp-ep-pp-dp": ("tp", "cp", "pp", "dp")}
 _SIZE_KEYS = {"tp": "tensor_model_parallel_size", "pp": "pipeline_model_parallel_size",
               "dp": "data_parallel_size", "cp": "context_parallel_size"}
 
@@ -23,12 +27,13 @@ class Layout:
     pp: int = 1
     world: Optional[int] = None
     known: bool = False  # from a manifest's parallel layout
+    order: Tuple[str, ...] = DEFAULT_ORDER  # the coordinates, fastest first
 
     @classmethod
     def from_manifests(cls, parallel: Dict[int, dict]) -> "Layout":
         """The layout the manifests agree on ({rank: manifest's ``parallel``}); unknown when
         none says it or they disagree, or its sizes do not multiply to its world size."""
-        seen: Set[Tuple[int, int, int, int, Optional[int]]] = set()
+        seen: Set[Tuple[int, int, int, int, Optional[int], Tuple[str, ...]]] = set()
         for data in parallel.values():
             if not isinstance(data, dict):
                 continue
@@ -39,27 +44,41 @@ class Layout:
                     return cls()
                 sizes.append(value)
             world = data.get("world_size")
+            order = ORDERS.get(str(data.get("order", "tp-cp-ep-dp-pp")))
+            if order is None:  # an order we cannot place ranks by: no layout, never a guess
+                return cls()
             seen.add((sizes[0], sizes[1], sizes[2], sizes[3],
-                      world if isinstance(world, int) else None))
+                      world if isinstance(world, int) else None, order))
         if len(seen) != 1:
             return cls()
-        tp, cp, dp, pp, world = seen.pop()
+        tp, cp, dp, pp, world, order = seen.pop()
         if world is not None and tp * cp * dp * pp != world:
             return cls()
-        return cls(tp, cp, dp, pp, tp * cp * dp * pp, True)
+        return cls(tp, cp, dp, pp, tp * cp * dp * pp, True, order)
 
     def as_dict(self) -> Optional[Dict[str, object]]:
         """summary --json's ``waits.layout`` (None when unknown)."""
         if not self.known:
             return None
         return {"tp": self.tp, "pp": self.pp, "dp": self.dp, "cp": self.cp,
-                "world": self.world, "order": "tp-cp-ep-dp-pp"}
+                "world": self.world, "order": self.order_name}
+
+    @property
+    def order_name(self) -> str:
+        return next(name for name, order in ORDERS.items() if order == self.order)
 
     def coords(self, rank: int) -> Dict[str, int]:
-        tp, rest = rank % self.tp, rank // self.tp
-        cp, rest = rest % self.cp, rest // self.cp
-        dp, pp = rest % self.dp, rest // self.dp
-        return {"tp": tp, "cp": cp, "dp": dp, "pp": pp}
+        found, rest = {}, rank
+        for kind in self.order:
+            size = getattr(self, kind)
+            found[kind], rest = rest % size, rest // size
+        return found
+
+    def rank_of(self, coords: Dict[str, int]) -> int:
+        rank = 0
+        for kind in reversed(self.order):
+            rank = rank * getattr(self, kind) + coords[kind]
+        return rank
 
     def place(self, rank: int) -> Optional[str]:
         """``tp1 pp3 dp9`` (``cp`` too when the layout has it); None when unknown."""
@@ -71,23 +90,17 @@ class Layout:
     def members(self, kind: str, rank: int) -> FrozenSet[int]:
         """The ranks of ``rank``'s group of ``kind``."""
         c = self.coords(rank)
-        found = []
-        for i in range(getattr(self, kind)):
-            c2 = {**c, kind: i}
-            found.append(c2["tp"] + self.tp * (c2["cp"] + self.cp * (c2["dp"]
-                                                                     + self.dp * c2["pp"])))
-        return frozenset(found)
+        return frozenset(self.rank_of({**c, kind: i}) for i in range(getattr(self, kind)))
 
     def index(self, kind: str, rank: int) -> int:
-        """The number of ``rank``'s group of ``kind`` among that kind's groups by lowest rank."""
+        """The number of ``rank``'s group of ``kind`` among that kind's groups by lowest rank:
+        its other coordinates as one number, in the layout's order."""
         c = self.coords(rank)
-        if kind == "tp":
-            return rank // self.tp
-        if kind == "pp":
-            return rank % (self.tp * self.cp * self.dp)
-        if kind == "dp":
-            return c["pp"] * self.tp * self.cp + c["cp"] * self.tp + c["tp"]
-        return (c["dp"] + self.dp * c["pp"]) * self.tp + c["tp"]  # cp
+        number = 0
+        for other in reversed(self.order):
+            if other != kind:
+                number = number * getattr(self, other) + c[other]
+        return number
 
     def group_name(self, ranks: Iterable[int]) -> str:
         """``dp3`` / ``tp0`` ... for a group of the layout, else the ranks themselves."""
