@@ -100,3 +100,40 @@ def test_a_nan_size_in_the_matrix_is_left_out_counted_and_said(tmp_path, capsys)
     matrix = json.loads(out)["communication_matrix"]
     assert matrix["unreadable"] == 1
     assert any("no finite number: left out" in n for n in matrix["notes"])
+
+
+def _links_of(rank, size, slow):
+    """A rank's communication_matrix.json in one 4-rank group: 64 MB to every peer per
+    all-reduce, at 20 GB/s over HCCS, or at 5 GB/s on the ``slow`` link."""
+    links = {f"{rank}-{rank}": {"Transport Type": "LOCAL", "Transit Size(MB)": 64.0,
+                                "Transit Time(ms)": 0.1, "Bandwidth(GB/s)": 640.0}}
+    for peer in range(size):
+        if peer != rank:
+            ms = 12.8 if (rank, peer) == slow else 3.2
+            links[f"{rank}-{peer}"] = {"Transport Type": "HCCS", "Transit Size(MB)": 64.0,
+                                       "Transit Time(ms)": ms, "Bandwidth(GB/s)": 64.0 / ms}
+    ops = {f"hcom_allReduce__777_{i}@777": links for i in range(3)}
+    return {"step1": {"collective": {**ops, "Total Op Info": links}}}
+
+
+def test_a_slow_link_of_a_group_every_member_recorded_is_named_by_the_jobs_ranks(
+        tmp_path, capsys):
+    for rank in range(4):
+        capture = samples.npu_capture(tmp_path, rank, trace=False, op_statistic=False)
+        with open(_matrix_file(capture), "w") as handle:
+            json.dump(_links_of(rank, 4, slow=(2, 3)), handle)
+        samples.write_manifest(tmp_path, rank, world_size=4, selected_ranks=[0, 1, 2, 3],
+                               parallel={"tensor_model_parallel_size": 1,
+                                         "pipeline_model_parallel_size": 1,
+                                         "data_parallel_size": 4, "context_parallel_size": 1,
+                                         "world_size": 4})
+    _, data = run_cli_json(capsys, "summary", tmp_path)
+    matrix = data["communication_matrix"]
+    [group] = matrix["groups"]
+    assert (group["group"], group["ranks"], len(group["pairs"])) == ("dp0", [0, 1, 2, 3], 16)
+    [slow] = matrix["slow_links"]
+    assert (slow["src_rank"], slow["dst_rank"], slow["size_class"]) == (2, 3, "10-100 MB")
+    assert slow["bandwidth_gbps"] == pytest.approx(5.0) and slow["peers_median_gbps"] == \
+        pytest.approx(20.0) and slow["peers"] == 12
+    page = _html(capsys, str(tmp_path), tmp_path)
+    assert "2 → 3 (rank 2 → 3)" in page and "Bandwidth per link, dp0" in page

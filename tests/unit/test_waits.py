@@ -136,6 +136,15 @@ def test_a_tp_pp_dp_mapping_recorded_in_the_manifests_places_ranks_by_it():
     assert layout.place(2) == "tp0 pp1 dp0" and layout.place(5) == "tp1 pp0 dp1"
     assert layout.group_name({0, 2}) == "pp0" and layout.group_name({1, 5}) == "dp1"
     assert layout.as_dict()["order"] == "tp-pp-dp"
+    # the recording side writes the order Megatron initialised its groups with
+    from types import SimpleNamespace
+
+    from mindspeed_prof.patches.topology import distributed_args
+    args = SimpleNamespace(tensor_model_parallel_size=2, pipeline_model_parallel_size=2,
+                           data_parallel_size=2, use_tp_pp_dp_mapping=True)
+    assert distributed_args(args, 0, 8)["order"] == "tp-pp-dp"
+    args.use_tp_pp_dp_mapping = False
+    assert distributed_args(args, 0, 8)["order"] == "tp-cp-ep-dp-pp"
     # an order we cannot place ranks by: no layout rather than a wrong one
     odd = Layout.from_manifests({r: {**parallel, "order": "pp-tp-dp"} for r in range(8)})
     assert not odd.known and odd.group_name({0, 2}) == "ranks 0,2"

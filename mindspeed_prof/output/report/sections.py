@@ -301,7 +301,10 @@ class Sections:
         for note in matrix["notes"][:MAX_LISTED]:
             self.note(note)
         if matrix["slow_links"]:
-            rows = [f"<tr><td>{e(s['group'], 80)}</td><td class=n>{s['src']} → {s['dst']}</td>"
+            rows = [f"<tr><td>{e(s['group'], 80)}</td><td class=n>{s['src']} → {s['dst']}"
+                    + (f" (rank {s['src_rank']} → {s['dst_rank']})"
+                       if s["src_rank"] is not None and s["dst_rank"] is not None else "")
+                    + "</td>"
                     f"<td>{e(s['transport'])}</td><td>{e(s['size_class'])}</td>"
                     f"{num_cell(s['bandwidth_gbps'], '.2f')}"
                     f"{num_cell(s['peers_median_gbps'], '.2f')}"

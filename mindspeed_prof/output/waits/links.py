@@ -23,7 +23,8 @@ MIN_CLASS_BYTES = 1e6  # smaller transfers measure latency, not the link
 MAX_PAIRS = 4096  # links listed in summary --json, most bytes first
 MAX_FLAGGED = 256
 BASIS = ("per communication group, each link src -> dst in the group's own rank numbering "
-         "(as communication_matrix.json writes it), summed over steps and operators: bytes, "
+         "(as communication_matrix.json writes it; the job's ranks in `ranks` where every "
+         "member's capture was read), summed over steps and operators: bytes, "
          "transit_us, bandwidth_gbps = bytes / transit time; a link is slow when its bandwidth "
          f"is below {SLOW_FRACTION:g} x the median of the links of the same transport and "
          f"size class (decade of one transfer's bytes, {MIN_CLASS_BYTES / 1e6:g} MB and up), "
@@ -64,7 +65,9 @@ def matrix(results: List[Tuple[Optional[int], str, Dict[str, Any]]], layout=None
                 members.setdefault(group, set()).add(rank)
     slow = _slow_links(cells)
     groups = _groups(cells, members, layout, slow)
-    flagged = [{"group": groups[1][g], "raw_group": g, "src": s, "dst": d, "transport": t,
+    flagged = [{"group": groups[1][g], "raw_group": g, "src": s, "dst": d,
+                "src_rank": _global(groups[2][g], s), "dst_rank": _global(groups[2][g], d),
+                "transport": t,
                 "size_class": _class_name(c), "bandwidth_gbps": bw, "peers_median_gbps": med,
                 "peers": n, "ratio": bw / med}
                for (g, s, d, t, c), (bw, med, n) in sorted(slow.items(),
@@ -134,24 +137,34 @@ def _groups(cells, members, layout, slow):
         link["transit_us"] += us
         link["transfers"] += count
         link["slow"] = link["slow"] or (g, s, d, t, c) in slow
-    names, rows = {}, []
+    names: Dict[str, str] = {}
+    ranks: Dict[str, Optional[List[int]]] = {}
+    rows = []
     for g, links in by_group.items():
         size = 1 + max(max(s, d) for s, d in links)
         found = members.get(g, set())
+        complete = len(found) == size  # every member's capture holds it: ranks are known
         names[g] = layout.group_name(found) if layout is not None and layout.known \
-            and len(found) == size else (f"hccl:{g}" if g else "(no group in the name)")
+            and complete else (f"hccl:{g}" if g else "(no group in the name)")
+        ranks[g] = sorted(found) if complete else None
         pairs = sorted(links.values(), key=lambda p: (p["src"], p["dst"]))
         for p in pairs:
             p["transports"].sort()
             p["bandwidth_gbps"] = _gbps(p["bytes"], p["transit_us"])
         moved = [p for p in pairs if p["src"] != p["dst"]]
         total_bytes = sum(p["bytes"] for p in moved)
-        rows.append({"group": names[g], "raw_group": g, "size": size,
+        rows.append({"group": names[g], "raw_group": g, "size": size, "ranks": ranks[g],
                      "captures": len(found), "bytes": total_bytes,
                      "bandwidth_gbps": _gbps(total_bytes, sum(p["transit_us"] for p in moved)),
                      "slow_links": sum(p["slow"] for p in pairs), "pairs": pairs})
     rows.sort(key=lambda r: -r["bytes"])
-    return rows, names
+    return rows, names, ranks
+
+
+def _global(ranks: Optional[List[int]], index: int) -> Optional[int]:
+    """The job's rank of the group's rank ``index``: HCCL numbers a group's ranks in the order
+    of its rank list, ascending in Megatron's groups; None unless every member was read."""
+    return ranks[index] if ranks is not None and index < len(ranks) else None
 
 
 def _trim(groups):
