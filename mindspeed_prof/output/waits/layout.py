@@ -13,8 +13,9 @@ from typing import Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 KINDS = ("dp", "tp", "pp", "cp")  # a set that is several groups at once takes the first
 DEFAULT_ORDER = ("tp", "cp", "dp", "pp")  # fastest first; ep is not a coordinate here
-ORDERS = {"tp-cp-ep-dp-pp": DEFAULT_ORDER, "tp-pp-dp": ("tp", "pp", "dp", "cp"),
-          "tp-cp-ep-pp-dp": ("tp", "cp", "pp", "dp")}
+ORDERS: Dict[str, Tuple[str, ...]] = {"tp-cp-ep-dp-pp": DEFAULT_ORDER,
+                                      "tp-pp-dp": ("tp", "pp", "dp", "cp"),
+                                      "tp-cp-ep-pp-dp": ("tp", "cp", "pp", "dp")}
 _SIZE_KEYS = {"tp": "tensor_model_parallel_size", "pp": "pipeline_model_parallel_size",
               "dp": "data_parallel_size", "cp": "context_parallel_size"}
 
