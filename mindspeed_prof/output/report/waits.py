@@ -3,8 +3,8 @@
 The ranks the others wait for, most first, with their place, group and reason; each group's
 collectives (count, wait, transfer, bandwidth, slow links); and a rank × step heatmap of
 lateness at arrival (a rank's arrival − its collective's first arrival, summed over the step),
-banded as the other heatmaps are (64 rows, 128 columns at most), with the rows ordered by the layout (PP stage, then TP, then
-DP) when it is known.
+banded as the other heatmaps are (64 rows, 128 columns at most; rows in the layout's order,
+PP stage then TP, CP and DP, when it is known: ``heatmap.layout_order``).
 """
 
 from typing import Any, Dict, List, Optional

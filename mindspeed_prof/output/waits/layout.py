@@ -3,9 +3,9 @@
 
 Megatron orders ranks ``tp-cp-ep-dp-pp`` by default (tensor parallel fastest): rank =
 tp + TP·(cp + CP·(dp + DP·pp)); with ``--use-tp-pp-dp-mapping`` ``tp-pp-dp`` (consecutive
-TP groups are in different PP stages), which the manifest records as ``order``. A group of one kind is the ranks that share every other
-coordinate; groups of a kind are numbered in the order of their lowest rank. A set of ranks
-that is no such group is named by its ranks (``world`` when it is every rank).
+TP groups are in different PP stages), which the manifest records as ``order``. A group of
+one kind is the ranks that share every other coordinate; groups of a kind are numbered in the
+order of their lowest rank. A set of ranks that is no such group is named by its ranks (``world`` when it is every rank).
 """
 
 from dataclasses import dataclass
