@@ -137,3 +137,28 @@ def test_a_slow_link_of_a_group_every_member_recorded_is_named_by_the_jobs_ranks
         pytest.approx(20.0) and slow["peers"] == 12
     page = _html(capsys, str(tmp_path), tmp_path)
     assert "2 → 3 (rank 2 → 3)" in page and "Bandwidth per link, dp0" in page
+
+
+def test_node_reports_merge_to_one_machines_matrix_and_a_malformed_link_row_is_refused(
+        tmp_path, capsys):
+    import copy
+
+    data = tmp_path / "save"
+    samples.two_ranks(data)
+    _, alone = run_cli_json(capsys, "summary", data)
+    for node in range(2):
+        run_cli(capsys, "check", data, "--node", f"{node}/2", "--report",
+                tmp_path / f"node{node}.json")
+    code, merged = run_cli_json(capsys, "merge", tmp_path / "node0.json", tmp_path / "node1.json")
+    assert merged["summary"]["communication_matrix"] == alone["communication_matrix"]
+    good = json.loads((tmp_path / "node0.json").read_text())
+    damage = {"summary.links[0] is": lambda d: d["summary"].update(links=[[0, "x"]]),
+              "summary.links[0][2].rows[0] is": lambda d: d["summary"]["links"][0][2][
+                  "rows"][0].__setitem__(6, float("inf"))}
+    for said, change in damage.items():
+        bad_data = copy.deepcopy(good)
+        change(bad_data)
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps(bad_data))
+        code, _, err = run_cli(capsys, "merge", bad)
+        assert code == 2 and f"REPORT {bad}: not a node report" in err and said in err, err

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from ...errors import ConfigError
 from ..check.file import FileCheck
 from ..check.report import MISSING, RankReport, Report
-from ..summary.directory import Summary, closing_notes, waits_of
+from ..summary.directory import Summary, closing_notes, matrix_of, waits_of
 from ..read.errors import CorruptFile
 from ..read.regular import read_regular
 from .node_report import FORMAT, VERSION, rank_summary_from
@@ -104,6 +104,7 @@ def merge_reports(paths):
             notes.setdefault(note, None)
         for rank, place in (data["summary"].get("places") or {}).items():
             summary.places.setdefault(int(rank), place)
+        summary.link_reads.extend(data["summary"].get("links") or [])
     judged = [r for r in dict.fromkeys(data["check"].get("run") for _, data in reports)
               if r is not None]
     if len(judged) > 1 and not left_out:
@@ -132,6 +133,8 @@ def merge_reports(paths):
     summary.ranks = [summaries[key] for key in sorted(summaries)]
     summary.notes = list(notes) + closing_notes(summary, directory)
     summary.waits = waits_of(summary)  # the job's waits, as one machine finds them
+    summary.link_reads.sort(key=lambda item: (item[0], item[1]))  # one machine's order
+    summary.communication_matrix = matrix_of(summary)
     return Merged(check, summary, len(every))
 
 

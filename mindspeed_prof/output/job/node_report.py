@@ -38,6 +38,7 @@ def node_report(path, share=None, expected_ranks=None, top=10, run=None):
             "summary": {"directory": summary.directory, "top": summary.top,
                         "notes": summary.notes,
                         "places": {str(r): p for r, p in summary.places.items()},
+                        "links": summary.link_reads,
                         "ranks": [rank_summary_dict(r) for r in summary.ranks]}}
     return report, summary, data
 

@@ -7,6 +7,7 @@ renderings use is checked here first, so a bad report is one line naming the fil
 field, and exit 2 (a usage error: the file given is no node report).
 """
 
+import math
 from typing import Any, List, Optional
 
 from ..check.report import VERDICTS
@@ -177,6 +178,29 @@ def _summary(data: dict) -> None:
                                 f"its parallel layout and host expected")
             _need(place, "parallel", (dict, NONE), at)
             _need(place, "hostname", (str, NONE), at)
+    _links(data, where)
+
+
+def _links(data: dict, where: str) -> None:
+    """Each capture's communication_matrix.json as read (read/commmatrix.py)."""
+    for index, item in enumerate(data.get("links") and _items(data, "links", (list,), where)
+                                 or []):
+        at = f"{where}links[{index}]"
+        if len(item) != 3 or not _is(item[0], (int,)) or not _is(item[1], (str,)) \
+                or not _is(item[2], (dict,)):
+            raise Malformed(f"{at} is {_show(item)}, [rank, capture, read] expected")
+        read = item[2]
+        _need(read, "source", (str, NONE), f"{at}[2].")
+        _need(read, "unreadable", (int,), f"{at}[2].")
+        if "error" in read:
+            _need(read, "error", (str,), f"{at}[2].")
+        for number, row in enumerate(_items(read, "rows", (list,), f"{at}[2].")):
+            if len(row) != 8 or not all(_is(v, t) for v, t in zip(row, (
+                    (str,), (int,), (int,), (str,), (int,), NUMBER, NUMBER, (int,)))) \
+                    or not all(math.isfinite(v) and v >= 0 for v in row[5:7]):
+                raise Malformed(f"{at}[2].rows[{number}] is {_show(row)}, [group, src, dst, "
+                                f"transport, size class, bytes, transit_us, transfers] "
+                                f"expected")
 
 
 def shape_problem(data: dict) -> Optional[str]:

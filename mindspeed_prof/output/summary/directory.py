@@ -85,9 +85,10 @@ def summarize_directory(path: "str | os.PathLike[str]", top: int = 10,
     summary.notes.extend(_two_backends(by_key))
     summary.places = {rank: _place(m) for rank, m in manifests.items()
                       if only is None or rank in only}
+    summary.link_reads = _link_reads(found.runs, only)
     if only is None:  # a node's share: the merge finds the job's waits (job/merge.py)
         summary.waits = waits_of(summary)
-        summary.communication_matrix = matrix_of(summary, found.runs)
+        summary.communication_matrix = matrix_of(summary)
     if only is None:
         summary.notes.extend(closing_notes(summary, path))
     return summary
@@ -119,14 +120,22 @@ def waits_of(summary):
     return None
 
 
-def matrix_of(summary, runs):
-    """The NPU captures' rank-pair matrix and slow links (output/waits/links.py)."""
+def _link_reads(runs, only):
+    """Each NPU capture's communication_matrix.json, read (``read/commmatrix.py``): [rank,
+    capture, answer], what a node report carries for the merge to find the job's matrix."""
     from ..read import commmatrix
+
+    return [[r.rank, r.rel, commmatrix.read(r.path)] for r in runs
+            if r.backend == "npu" and r.rank is not None and (only is None or r.rank in only)]
+
+
+def matrix_of(summary):
+    """The NPU captures' rank-pair matrix and slow links (output/waits/links.py), from the
+    captures ``summary.link_reads`` holds."""
     from ..waits import Layout, links
 
     layout = Layout.from_manifests({r: p.get("parallel") for r, p in summary.places.items()})
-    return links.matrix([(r.rank, r.rel, commmatrix.read(r.path)) for r in runs
-                         if r.backend == "npu" and r.rank is not None], layout)
+    return links.matrix([tuple(item) for item in summary.link_reads], layout)
 
 
 def _two_backends(by_key):

@@ -53,6 +53,7 @@ class Summary:
     waits: Optional[dict] = None  # who makes everyone wait (output/waits), where traces say
     # the rank-pair matrix of NPU captures and their slow links (output/waits/links.py)
     communication_matrix: Optional[dict] = None
+    link_reads: list = field(default_factory=list)  # [rank, capture, commmatrix.read answer]
     places: dict = field(default_factory=dict)  # rank -> {"parallel", "hostname"} (manifests)
 
     def rank(self, rank):
