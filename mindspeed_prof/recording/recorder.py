@@ -161,7 +161,31 @@ class WindowRecorder:
         """The capture rules' unit clock, while this recorder polls."""
         return self.poll.clock() if self.poll is not None else None
 
-    def _manifest(self) -> Manifest:
+    @property
+    def last_failure(self) -> Optional[Failure]:
+        """How the last failed unit ended (a unit's exception, sys.exit, Ctrl-C), if one did."""
+        return self._failure
+
+    @property
+    def last_begun(self) -> Optional[int]:
+        """The last unit that began."""
+        return self._last_begun
+
+    @property
+    def per_unit(self) -> Optional[UnitWindows]:
+        """How far each planned window of per-unit sessions got (None: a session per window)."""
+        return self._units
+
+    def add_to_final_manifest(self, manifest: Manifest) -> None:
+        """What only the driver knows goes into the final manifest (``on_final_manifest``)."""
+        if self._on_final_manifest is not None:
+            self._on_final_manifest(manifest)
+
+    def uninstall_flush(self, pending: bool) -> None:
+        """The exit flush is no longer needed (``pending``: a background export still runs)."""
+        self._flush.uninstall(pending=pending)
+
+    def current_manifest(self) -> Manifest:
         """The manifest, where the recorder's state says there is one (a session opened)."""
         manifest = self.manifest
         if manifest is None:
@@ -237,7 +261,7 @@ class WindowRecorder:
                 with session.failing_safely("step"):
                     ended = session.catch_up(n)
                 if ended:
-                    self._finish_window()  # the window ended among units the host skipped
+                    self.finish_window()  # the window ended among units the host skipped
 
     def end(self, n: int, failure: Optional[Failure] = None, *, fatal: bool = True) -> None:
         """Unit ``n`` finished; ``failure`` (reason, detail): an exception ended it, so it is not
@@ -265,7 +289,7 @@ class WindowRecorder:
             if not self.slot.running:
                 return  # the step failed: profiling ended here
             if last:
-                self._finish_window()
+                self.finish_window()
                 self._say_window_end(session)
             elif self.budget.watched:
                 self._stop_if_over_budget()
@@ -332,12 +356,12 @@ class WindowRecorder:
             return
         if self.manifest is None:
             self._create_manifest()  # a trigger request chose a rank the plan did not
-        manifest = self._manifest()
+        manifest = self.current_manifest()
         if self._units is not None:
             self._units.for_session(manifest, schedule.start)
         slot.opened += 1
         session = Session.for_plan(self.plan, schedule, manifest, self.backend_name,
-                                   self.parallel, self.report, on_saved=self._on_saved,
+                                   self.parallel, self.report, on_saved=self.window_saved,
                                    on_failure=self._gave_up,
                                    directory=self.asked.window_dir(self.plan, schedule))
         self._say_why(session)
@@ -384,7 +408,7 @@ class WindowRecorder:
                                       f"two windows different steps or stages")
         return False
 
-    def _finish_window(self) -> None:
+    def finish_window(self) -> None:
         session = self.slot.current()
         session.stop()
         PROCESS.release(self)
@@ -401,7 +425,7 @@ class WindowRecorder:
     def _gave_up(self, session: Session) -> None:
         """A profiler call failed: profiling ends on this rank (the work goes on)."""
         if session.backend is None:
-            self._manifest().fail_window(session.window)  # it could not even be built
+            self.current_manifest().fail_window(session.window)  # it could not even be built
         PROCESS.release(self)
         self.slot.ended()
         self.slot.state = State.DONE
@@ -419,15 +443,15 @@ class WindowRecorder:
         if slot.stop_wanted is not None:
             self.queue.drop_rest()
             slot.state = State.DONE  # the run is ending: no session after this one
-        self._finish_window()
+        self.finish_window()
         if failure is not None:
             what = failure[1] or failure[0]
             self.report("warning", "stop", f"{self.plan.unit.name} {in_progress} ended early "
                                            f"({what}); its session was stopped and kept, "
                                            f"marked cut")
 
-    def _on_saved(self, session: Session) -> None:
-        """A window's data reached disk (from the export thread for async exports)."""
+    def window_saved(self, session: Session) -> None:
+        """A window's data reached disk (from the export thread for async exports, or at close)."""
         with self._lock:
             if self.manifest is None:
                 return
@@ -449,7 +473,7 @@ class WindowRecorder:
         self.report("warning", "budget", self.budget.stop_reason(self.plan.unit, recorded))
         session.window.mark_stopped_early("--profile-max-gb")
         self.queue.drop_rest()
-        self._finish_window()
+        self.finish_window()
 
     # -- the one door: windows no plan asked for ------------------------------------------------
 
@@ -512,7 +536,7 @@ class WindowRecorder:
                 session.window.mark_stopped_early(reason)
             if self._units is not None:
                 self._units.stop(self.manifest, asked.window, reason if finite else None)
-            self._finish_window()
+            self.finish_window()
             return "stopped"
         # Still in its delay, or between two units' sessions.
         if self._units is not None:

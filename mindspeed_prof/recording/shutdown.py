@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Optional
 from .flush import final_flush
 from .notices import session_cut_words
 from .session import PROCESS
-from .window_slot import State
 
 if TYPE_CHECKING:
     from .recorder import WindowRecorder
@@ -27,7 +26,7 @@ STOP_GRACE_S = 5.0
 def close(recorder: "WindowRecorder", reason: str, detail: Optional[str],
           wait_timeout: Optional[float], wait: bool) -> None:
     """``WindowRecorder.close``'s work, once (see the module)."""
-    failure = recorder._failure
+    failure = recorder.last_failure
     if reason == "process exit" and failure is not None \
             and failure[0] in ("sys.exit", "interrupted"):
         # The exit flush does not know how the process ended; a unit that sys.exit or
@@ -52,9 +51,9 @@ def close(recorder: "WindowRecorder", reason: str, detail: Optional[str],
             if recorder.poll is not None:
                 recorder.poll.close(reason)
         finally:
-            recorder._flush.uninstall(pending=pending)
+            recorder.uninstall_flush(pending)
             PROCESS.release(recorder)
-            recorder.slot.state = State.DONE
+            recorder.slot.done()
             recorder.release_manifest()
 
 
@@ -66,11 +65,10 @@ def _close_running_window(recorder: "WindowRecorder", reason: str,
     if not session.on_own_thread:
         # Stopping it here could crash the process: ask its own thread to stop it at its
         # next unit boundary or range, and wait for that (bounded).
-        slot.stop_wanted = reason
         grace = STOP_GRACE_S if wait_timeout is None else min(wait_timeout, STOP_GRACE_S)
-        if slot.stopped.wait(grace):
+        if slot.ask_stop(reason, grace):
             return
-        slot.state = State.DONE
+        slot.done()
         session.abandon()
         recorded = list(session.window.recorded)
         recorder.report("error", "stop", f"{plan.unit.owner} ended ({reason}) while "
@@ -85,8 +83,8 @@ def _close_running_window(recorder: "WindowRecorder", reason: str,
         # Cut short: the window keeps what it recorded, and says so (check's `cut`). An
         # open-ended window that ends with its loop is whole.
         session.window.mark_cut(reason, session.in_progress())
-    recorder._finish_window()
-    if recorder._units is None:
+    recorder.finish_window()
+    if recorder.per_unit is None:
         window = session.window
         recorder.report("warning", "stop", session_cut_words(
             plan.unit, reason, window.recorded, window.start, bool(session.outputs())))
@@ -94,7 +92,7 @@ def _close_running_window(recorder: "WindowRecorder", reason: str,
 
 def _close_planned(recorder: "WindowRecorder", reason: str) -> None:
     """A planned window of per-unit sessions still open when the run ends is cut."""
-    units, manifest = recorder._units, recorder.manifest
+    units, manifest = recorder.per_unit, recorder.manifest
     if units is None or manifest is None:
         return
     session = recorder.slot.session
@@ -102,18 +100,17 @@ def _close_planned(recorder: "WindowRecorder", reason: str) -> None:
     in_progress = cut.get("in_progress")
     # the session of the unit cut mid-way was stopped and its trace written
     written = session is not None and in_progress is not None and bool(session.outputs())
-    units.close(manifest, reason, in_progress, recorder._last_begun,
+    units.close(manifest, reason, in_progress, recorder.last_begun,
                 in_progress if written else None)
 
 
 def _finish_manifest(recorder: "WindowRecorder", reason: str, detail: Optional[str],
                      events: dict) -> None:
-    manifest, plan = recorder._manifest(), recorder.plan
+    manifest, plan = recorder.current_manifest(), recorder.plan
     manifest.set_exit(reason, detail, events)
     if recorder.poll is not None and plan.config.captures:
         manifest.set_captures(recorder.poll.summary())
-    if recorder._on_final_manifest is not None:
-        recorder._on_final_manifest(manifest)
+    recorder.add_to_final_manifest(manifest)
     if not recorder.slot.opened and not plan.polling:
         manifest.mark_nothing_profiled()
         planned, unit, schedule = plan.windows, plan.unit, recorder.queue.next
@@ -128,6 +125,6 @@ def _finish_manifest(recorder: "WindowRecorder", reason: str, detail: Optional[s
             recorder.report("warning", "stop", f"{unit.owner} ended ({reason}) before "
                                                f"{unit.name} {start}; nothing was profiled")
     elif recorder.slot.session is not None:
-        recorder._on_saved(recorder.slot.session)
+        recorder.window_saved(recorder.slot.session)
     # Retried here whatever failed before (a full disk); over the old bytes if need be.
     manifest.save(final=True)

@@ -48,3 +48,13 @@ class WindowSlot:
 
     def ended(self) -> None:
         self.stopped.set()
+
+    def done(self) -> None:
+        """Nothing more will be recorded."""
+        self.state = State.DONE
+
+    def ask_stop(self, reason: str, grace: float) -> bool:
+        """From another thread: ask the session's own thread to stop it at its next boundary,
+        and wait at most ``grace`` seconds; True when it stopped."""
+        self.stop_wanted = reason
+        return self.stopped.wait(grace)

@@ -298,3 +298,26 @@ def test_the_readers_import_one_way_with_no_circle():
     assert cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]  # the finder finds one
     assert [group for group in cycles(graph)
             if any(m.startswith("mindspeed_prof.output.") for m in group)] == []
+
+
+def private_reads(folder):
+    """{file: [`name._attr` lines]}: a private attribute read off anything but self/cls (or
+    the standard library's os._exit, sys._getframe)."""
+    import ast
+    import glob
+
+    found = {}
+    for path in sorted(glob.glob(os.path.join(REPO, "mindspeed_prof", folder, "*.py"))):
+        for node in ast.walk(ast.parse(open(path).read())):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") \
+                    and not node.attr.startswith("__") \
+                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls", "os", "sys")):
+                found.setdefault(os.path.relpath(path, REPO), []).append(node.lineno)
+    return found
+
+
+def test_the_recorders_parts_and_the_control_read_no_other_objects_private_state():
+    # shutdown.py, the poll and the window parts ask the recorder through public methods
+    assert private_reads("recording") == {}
+    assert private_reads("control") == {}
+    assert "mindspeed_prof/patches/dynamic_control.py" in private_reads("patches")  # can fail
