@@ -31,6 +31,7 @@ from typing import List, Optional
 
 from mindspeed_prof.control import http_control
 from mindspeed_prof import log
+from mindspeed_prof.patches import serving
 from mindspeed_prof.patches.state import state, usage_exit
 
 _mailbox: Optional[List[int]] = None  # [read fd, write fd] on rank 0 of a 0.17/0.18 server
@@ -104,12 +105,9 @@ def open_mailbox(engine) -> bool:
 def routes_ready() -> bool:
     """Rank 0 of a server with ``--profile``, before its front ends fork: 0.19 relays the
     routes' signal; 0.17/0.18 take the routes' pipe, made now (:func:`open_mailbox`)."""
-    from mindspeed_prof.patches import dynamic_inference
-
     if signals_relayed():
         return True
-    engine = dynamic_inference._engine() if dynamic_inference._engine is not None else None
-    return open_mailbox(engine)
+    return open_mailbox(serving.counted_engine())
 
 
 def send(client, kind: str, generation: int, request=None) -> Optional[str]:
@@ -162,11 +160,10 @@ def _take() -> list:
 
 def relay_at_boundary(engine) -> None:
     """Every rank of a 0.17/0.18 engine loop, after ``schedule_requests``: rank 0's commands."""
-    from mindspeed_prof.patches.profile_routes import _from_rank0
     from mindspeed_prof.patches.topology import rank_and_world
 
     rank, world = rank_and_world(None)
-    commands = _from_rank0(_take() if rank == 0 else None, rank, world) or []
+    commands = serving.from_rank0(_take() if rank == 0 else None, rank, world) or []
     for command in commands:
         if command.get("kind") == "start":
             apply_start(engine, http_control.start_request(
@@ -178,10 +175,8 @@ def relay_at_boundary(engine) -> None:
 
 def apply_start(engine, request, generation) -> None:
     """A start reached this rank before the engine's next step."""
-    from mindspeed_prof.patches import dynamic_inference
-
-    driver, control = state.engine, dynamic_inference.control
-    next_step = dynamic_inference.next_step(engine)
+    driver, control = state.engine, serving.control
+    next_step = serving.next_step(engine)
     answer = driver.start_window(next_step, request)
     if control is not None:
         control.answered(generation, answer, next_step, request)
@@ -195,13 +190,11 @@ def apply_start(engine, request, generation) -> None:
 
 
 def apply_stop(engine) -> None:
-    from mindspeed_prof.patches import dynamic_inference
-
     driver = state.engine
     answer = driver.stop_window()
     if driver.rank == 0:
         log.info(f"POST /stop_profile: {answer} after engine step "
-                 f"{dynamic_inference.next_step(engine) - 1}")
+                 f"{serving.next_step(engine) - 1}")
 
 
 class ProfileSignal:

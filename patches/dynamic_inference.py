@@ -40,7 +40,7 @@ from mindspeed_prof.drivers.base import NULL_DRIVER
 from mindspeed_prof.drivers.engine import EngineStepDriver
 from mindspeed_prof.errors import ConfigError
 from mindspeed_prof.recording.exits import SIGNAL_FLUSH_TIMEOUT_S, exit_reason
-from mindspeed_prof.patches import dynamic_control, import_hooks
+from mindspeed_prof.patches import dynamic_control, import_hooks, serving
 from mindspeed_prof.patches.engine_config import engine_config, megatron_args
 from mindspeed_prof.patches.state import registry, state, usage_exit
 from mindspeed_prof.patches.topology import distributed_args, rank_and_world, rank_layout
@@ -53,25 +53,17 @@ CUDART = "torch.cuda.cudart"
 
 _lock = threading.Lock()
 _relay = threading.local()  # .engine: the engine whose schedule_requests runs on this thread
-_engine = None              # weakref to the engine the driver counts the steps of
 _broadcast_relay = False    # 0.17/0.18: HTTP commands reach every rank after schedule_requests
-_lost = 0  # 0.18's dummy forward resets context.step_count to 0: the steps it took before
-# Rank 0 of a server: the routes' one-window state (profile_routes sets it before the fork).
-control = None
-
-
-def next_step(engine):
-    """The number of the engine's next step: ``context.step_count + 1``, plus what 0.18.2's
-    dummy forward took away (its ``context.reset()`` zeroes the count; 0.19 preserves it)."""
-    return engine.context.step_count + 1 + _lost
+# The engine being counted, its step numbering and the server's window state: patches/serving.py
+next_step = serving.next_step
 
 
 def _ours(engine):
-    return _engine is not None and _engine() is engine
+    return engine is not None and serving.counted_engine() is engine
 
 
 def _start_driver(engine):
-    global _engine, _broadcast_relay
+    global _broadcast_relay
     rank, world = rank_and_world(megatron_args())
     config = engine_config(rank, world)
     if config is None or not config.profile or state.training:
@@ -87,7 +79,7 @@ def _start_driver(engine):
     except ConfigError as exc:
         usage_exit(str(exc), rank=rank)
     state.train_hooked = True  # the chain is connected: engine steps reach the driver
-    _engine = weakref.ref(engine)
+    serving.engine_ref = weakref.ref(engine)
     _broadcast_relay = not dynamic_control.signals_relayed() and dynamic_control.one_replica(engine)
     state.engine = driver
     registry.register(CUDART, mindspeed_prof_cudart_wrapper)
@@ -104,6 +96,7 @@ def _close_at_exit(driver):
 
 
 def _step_ended(n):
+    control = serving.control
     if control is not None:  # rank 0 of a server: what its routes must know
         recorder = state.engine.recorder
         control.unit_ended(n, recorder.asked_window_pending)
@@ -142,16 +135,15 @@ def mindspeed_prof_dummy_forward_wrapper(dummy_forward):
     @functools.wraps(dummy_forward)
     def dummy_step(self, *args, **kwargs):
         driver = state.engine
-        engine = _engine() if _engine is not None else None
+        engine = serving.counted_engine()
         if driver is NULL_DRIVER or driver.in_step or engine is None \
                 or engine.controller is not self:
             return dummy_forward(self, *args, **kwargs)
-        global _lost
         before, n = engine.context.step_count, next_step(engine)  # the loop adds 1 after it
         with driver.dummy(n):
             result = dummy_forward(self, *args, **kwargs)
         if engine.context.step_count == 0:  # 0.18.2: reset inside; the engine's next is 1
-            _lost += before
+            serving.lost += before
         _step_ended(n)
         return result
 

@@ -33,7 +33,7 @@ import threading
 
 from mindspeed_prof.control import http_control
 from mindspeed_prof import log
-from mindspeed_prof.patches import dynamic_control, import_hooks
+from mindspeed_prof.patches import dynamic_control, import_hooks, serving
 from mindspeed_prof.patches.state import registry, state
 
 DYNAMIC_SERVER = ("megatron.core.inference.text_generation_server.dynamic_text_gen_server."
@@ -69,14 +69,7 @@ def _window_refusal(window):
     return http_control.prefix_refusal(window, state.config.profile_save_path)
 
 
-def _control():
-    """The server's one-window state, made once by the process that serves (before it forks
-    front ends, which then share it)."""
-    from mindspeed_prof.patches import dynamic_inference
-
-    if dynamic_inference.control is None:
-        dynamic_inference.control = http_control.WindowControl()
-    return dynamic_inference.control
+_control = serving.server_control  # made once by the process that serves, before it forks
 
 
 # -- Megatron 0.19's dynamic server -----------------------------------------------------------
@@ -260,12 +253,10 @@ def mindspeed_prof_run_mcore_engine_wrapper(run_mcore_engine):
         _apply_decisions()
         _relayed += 1
         result = run_mcore_engine(*args, **kwargs)
-        from mindspeed_prof.patches import dynamic_inference
-
-        if dynamic_inference.control is not None:  # rank 0 of a static server with --profile
+        if serving.control is not None:  # rank 0 of a static server with --profile
             # Whether or not rank 0 records: a window with a length ends for the routes here,
             # and one rank 0 records ends for them when it ended there (its budget).
-            dynamic_inference.control.unit_ended(_served(state.inference),
+            serving.control.unit_ended(_served(state.inference),
                                                  _asked_pending(state.inference))
         return result
 
@@ -275,7 +266,6 @@ def mindspeed_prof_run_mcore_engine_wrapper(run_mcore_engine):
 def _apply_decisions():
     """Every rank, before the request: rank 0's queued starts and stops, in one broadcast (the
     poll's JSON exchange: nothing a rank receives is executed)."""
-    from mindspeed_prof.patches import dynamic_inference
     from mindspeed_prof.patches.topology import rank_and_world
 
     rank, world = rank_and_world(None)
@@ -283,9 +273,9 @@ def _apply_decisions():
         mine = [[kind, generation, _knobs(window)] for kind, generation, window in _pending] \
             if rank == 0 else None
         _pending.clear()
-    commands = _from_rank0(mine, rank, world) or []
+    commands = serving.from_rank0(mine, rank, world) or []
     driver = state.inference
-    control = dynamic_inference.control
+    control = serving.control
     for kind, generation, knobs in commands:
         window = http_control.start_request(knobs) if kind == "start" else None
         if not hasattr(driver, "start_window"):
@@ -322,16 +312,6 @@ def _knobs(window):
         return None
     return {"delay": window.delay, "max": window.length, "prefix": window.prefix}
 
-
-def _from_rank0(value, rank, world):
-    import torch.distributed as dist
-
-    from mindspeed_prof.control import exchange
-    from mindspeed_prof.control.trigger import _collective_device
-
-    if world <= 1 or not (dist.is_available() and dist.is_initialized()):
-        return value
-    return exchange.broadcast(value, rank=rank, device=_collective_device(dist))
 
 
 TARGETS = (

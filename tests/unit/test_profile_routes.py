@@ -11,7 +11,7 @@ import pytest
 from mindspeed_prof import ProfilerConfig
 from mindspeed_prof.arguments import parse_profile_flags
 from mindspeed_prof.drivers.inference import RequestDriver
-from mindspeed_prof.patches import dynamic_inference, profile_routes
+from mindspeed_prof.patches import profile_routes, serving
 from mindspeed_prof.patches.state import state
 
 flask = pytest.importorskip("flask")
@@ -32,7 +32,7 @@ def served(monkeypatch, tmp_path):
     monkeypatch.setattr(state, "config", _config(tmp_path))
     monkeypatch.setattr(state, "training", False)
     monkeypatch.setattr(state, "inference", state.inference)
-    monkeypatch.setattr(dynamic_inference, "control", None)
+    monkeypatch.setattr(serving, "control", None)
     monkeypatch.setattr(profile_routes, "_pending", [])
     monkeypatch.setattr(profile_routes, "_relayed", 0, raising=False)
     app = flask.Flask("megatron_server")

@@ -15,7 +15,7 @@ import weakref
 import pytest
 
 from mindspeed_prof.config.window import WindowRequest
-from mindspeed_prof.patches import dynamic_control, dynamic_inference
+from mindspeed_prof.patches import dynamic_control, dynamic_inference, serving
 from mindspeed_prof.patches.state import state
 
 try:
@@ -114,9 +114,9 @@ def engine(monkeypatch):
     engine = Engine()
     driver = Driver()
     monkeypatch.setattr(state, "engine", driver)
-    monkeypatch.setattr(dynamic_inference, "_engine", weakref.ref(engine))
-    monkeypatch.setattr(dynamic_inference, "_lost", 0)
-    monkeypatch.setattr(dynamic_inference, "control", None)
+    monkeypatch.setattr(serving, "engine_ref", weakref.ref(engine))
+    monkeypatch.setattr(serving, "lost", 0)
+    monkeypatch.setattr(serving, "control", None)
     engine.driver = driver
     return engine
 

@@ -235,7 +235,11 @@ def module_imports():
         module = relative.removesuffix(".__init__")
         own = module if path.endswith("__init__.py") else module.rsplit(".", 1)[0]
         deps = set()
-        for node in ast.walk(ast.parse(open(path).read())):
+        tree = ast.parse(open(path).read())
+        for node in ast.walk(tree):  # `if TYPE_CHECKING:` blocks run under the type checker only
+            if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+                node.body = []
+        for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
                 base = own.split(".")[: len(own.split(".")) - node.level + 1] if node.level \
                     else []
@@ -293,11 +297,13 @@ def cycles(graph):
     return found
 
 
-def test_the_readers_import_one_way_with_no_circle():
+def test_the_package_imports_one_way_with_no_circle():
+    # The whole package, readers, recorder and patches alike, imports at any depth included
+    # (a function-level import is still an arrow); imports only a type checker runs are not.
     graph = module_imports()
     assert cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]  # the finder finds one
-    assert [group for group in cycles(graph)
-            if any(m.startswith("mindspeed_prof.output.") for m in group)] == []
+    assert len(graph) > 200 and "mindspeed_prof.patches.dynamic_inference" in graph
+    assert cycles(graph) == []
 
 
 def private_reads(folder):
