@@ -84,11 +84,13 @@ WINDOW_FIELDS: Dict[str, str] = {
            "that had begun (its ProfilerStep is partial), null when none had",
     "never_ran": "a unit the loop began (its profiler step opened) that never ran: left out of "
                  "torch traces; check discounts it in NPU ones",
-    "started_by": "who asked for the window: {by: flags | trigger | capture | http, ...} (http: "
-                  "the step it was asked before, delay, max, prefix)",
+    "started_by": "who asked for the window: {by: flags | trigger | capture | http | "
+                  "another source's name, ...} (http: the step it was asked before, delay, max, "
+                  "prefix)",
     "stopped_early": "who ended it before its end (a budget, an HTTP stop)",
     "trigger": "why a window no plan asked for was taken: {rule: request, request} or a capture "
-               "rule's evidence {rule: slow step|straggler, factor, median_s, ...}",
+               "rule's evidence {rule: slow step|straggler, factor, median_s, ...}, or "
+               "{by, seen_at} for another source of config/polled.py",
     "units": "engine steps: [{n, kind, prefill_requests, decode_requests, tokens, latency_ms, "
              "finished_requests}] for each recorded step",
 }

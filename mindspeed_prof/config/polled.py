@@ -4,13 +4,16 @@ The plan needs three answers of each: whether the config turns it on (then every
 part in the poll every ``--profile-trigger-poll`` units, and every window gets a folder of its
 own), and whether it takes the place of the flags' repeated windows (``--profile-every``) or
 only of the one default window. ``window.py`` and ``recording/plan.py`` ask this table, never a
-source by name. A new source is a row here, its rule in ``control/``, and what every rank agreed
-turned into a ``WindowRequest`` for the recorder's one door, ``request_window`` (the poll's one
-exchange, ``control/captures.CapturePoll``, still carries the two sources' answers side by side).
+source by name. A new source is a row here and one module in ``control/``: its ``part``
+(``control/poll_exchange.PollPart``, named ``"module:Class"``, built with the plan and the
+reporter) adds its entries to the poll's one exchange and, from what every rank sent, returns
+the ``WindowRequest`` for the recorder's one door, ``request_window``. The trigger file and the
+capture rules share one built-in part (``control/captures.CapturePoll``: a trigger request
+takes a poll's place of a capture), so their rows name none.
 """
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 
 @dataclass(frozen=True)
@@ -18,6 +21,9 @@ class PolledSource:
     name: str
     on: Callable[[Any], bool]  # the config turns it on
     instead_of_every: bool  # its windows replace --profile-every's (else only the default one)
+    # "module:Class" of its share of the poll (None: the built-in part, control/captures.py);
+    # a name, not the class, so config/ imports nothing above it and nothing loads unless on
+    part: Optional[str] = None
 
 
 SOURCES = (

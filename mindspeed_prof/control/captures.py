@@ -12,7 +12,9 @@ file and the two rules are on:
   poll (listed with the reason, no capture slot used), not agreed and then skipped there.
 
 Both are one fixed-size tensor of JSON (``exchange.py``), where the trigger alone used to make
-two collectives (``broadcast_object_list``: the size, then the pickled bytes).
+two collectives (``broadcast_object_list``: the size, then the pickled bytes). This module is
+the poll's built-in part (``poll_exchange.PollPart``): it adds its entries to the exchange, which
+another source's part (a row of ``config/polled.py``) shares without a place here.
 
 Every rank then runs the same pure decision on the same exchanged data, so all of them agree on
 the capture (its units, its ranks, its number) and on every window the job has, without a
@@ -25,7 +27,7 @@ import statistics
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import collective_wait, exchange
+from . import collective_wait
 from .. import log
 from .anomaly import (SLOW_STEP,
     STRAGGLER,
@@ -124,18 +126,23 @@ class CapturePoll:
 
     # -- the exchange -----------------------------------------------------------------------
 
+    name = "the trigger file and the capture rules"
+
     @property
     def done(self) -> bool:
         """Nothing is left to poll for (the same on every rank: config and agreed state)."""
-        return not self.config.profile_trigger_file and self.limits.exhausted
+        return not self.config.profile_trigger_file \
+            and (not self.config.captures or self.limits.exhausted)
 
-    def exchange(self, n: int) -> Tuple[Optional[dict], Optional[Capture]]:
-        """Every rank, at the same unit ``n``: (the trigger request, the capture) all agree on."""
-        if self.done:
-            return None, None
+    @property
+    def gathers(self) -> bool:
+        """Every rank's entries are needed: the straggler rule's numbers, every rank's room."""
+        return self.straggler is not None or self.budgeted
+
+    def contribute(self, n: int, mine: Dict[str, Any]) -> None:
+        """This rank's entries in the poll's one exchange (``poll_exchange.PollExchange``)."""
         units = self.clock.take() if self.clock is not None else []
         quiet = [u for u in units if not self.windows.busy(u[0])]
-        mine: Dict[str, Any] = {}
         if self.rank == 0:
             if self.watcher is not None:
                 mine["request"] = self.watcher.read_new()
@@ -149,7 +156,12 @@ class CapturePoll:
             mine["units"] = [own[0][0], own[-1][0]] if own else None
         if self.budgeted and self.room is not None:
             mine["room"] = self.room()
-        shared = self._share(mine)
+        if self.straggler is not None and self.measure is None:
+            self._choose_measure()
+
+    def agreed(self, n: int, shared: List[Optional[Dict[str, Any]]]
+               ) -> Tuple[Optional[dict], Optional[Capture]]:
+        """Every rank, at the same unit ``n``: (the trigger request, the capture) all agree on."""
         lead = shared[0] or {}
         request = lead.get("request")
         if request is not None:
@@ -182,26 +194,16 @@ class CapturePoll:
         """A capture covers unit ``n`` (captures never overlap: only the last can)."""
         return any(c.first <= n <= c.last for c in self.captures[-1:])
 
-    def _share(self, mine: Dict[str, Any]) -> List[Optional[Dict[str, Any]]]:
-        if self.world_size <= 1:
-            return [mine]
+    def _choose_measure(self) -> None:
+        """What the straggler rule compares, once the process group is up."""
         import torch.distributed as dist
 
-        from .trigger import _collective_device
-
         if not (dist.is_available() and dist.is_initialized()):
-            self._say_once("no-dist", "torch.distributed is not initialised: the ranks cannot "
-                                      "share the capture decision, so only rank 0 acts on it")
-            return [mine if self.rank == 0 else {}]
-        if self.measure is None:
-            self.measure = collective_wait.measure(str(dist.get_backend()))
-            if self.straggler is not None and not self.measure.startswith("compute"):
-                self._say_once("measure", f"--profile-on-straggler compares each rank's "
-                                          f"{self.measure}; a synchronous job evens that out")
-        device = _collective_device(dist)
-        if self.straggler is not None or self.budgeted:
-            return exchange.all_gather(mine, world_size=self.world_size, device=device)
-        return [exchange.broadcast(mine, rank=self.rank, device=device)]
+            return
+        self.measure = collective_wait.measure(str(dist.get_backend()))
+        if not self.measure.startswith("compute"):
+            self.say_once("measure", f"--profile-on-straggler compares each rank's "
+                                      f"{self.measure}; a synchronous job evens that out")
 
     def _no_room(self, shared: Sequence[Optional[Dict[str, Any]]],
                  ranks: Optional[Tuple[int, ...]], units: int) -> Optional[str]:
@@ -251,7 +253,8 @@ class CapturePoll:
             log.info(f"not captured at {self.unit.name} {n} ({why}): "
                      f"{describe(evidence, self.unit.name)}")
 
-    def _say_once(self, key: str, message: str) -> None:
+    def say_once(self, key: str, message: str) -> None:
+        """A warning said once, on rank 0 (the exchange's too)."""
         if self.rank == 0 and key not in self._said:
             self._said.add(key)
             self.report("warning", "capture", message)

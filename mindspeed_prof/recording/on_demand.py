@@ -74,6 +74,8 @@ class AskedWindows:
         current = self.current
         if current is not None and current.holds(schedule):
             return current.origin
+        if isinstance(polled, dict) and "by" in polled:  # another source's part
+            return {"by": polled["by"]}
         if isinstance(polled, dict) and polled.get("rule") == "request":
             return {"by": "trigger", "request": polled.get("request")}
         if isinstance(polled, dict):
