@@ -17,7 +17,7 @@ from mindspeed_prof.arguments.host_defaults import megatron_default_for, with_cp
 from mindspeed_prof.errors import BackendUnavailable, ConfigError
 from mindspeed_prof.recording.plan import make_plan
 from mindspeed_prof.recording.startup import check_save_path, memory_device, refuse_armed_profilers
-from mindspeed_prof.commands import show_http as notices_http
+from mindspeed_prof.recording import http_notices as notices_http
 from mindspeed_prof.config.units import ENGINE_STEP, ITERATION, REQUEST, UNITS, describe_window
 from mindspeed_prof.config.window import StepSchedule, passed_windows
 
