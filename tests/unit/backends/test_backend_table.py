@@ -15,7 +15,8 @@ from mindspeed_prof.recording.startup import check_save_path
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 ASKERS = ("mindspeed_prof/config/budget.py", "mindspeed_prof/recording/notices.py",
-          "mindspeed_prof/recording/startup.py", "mindspeed_prof/commands/show_config.py")
+          "mindspeed_prof/recording/startup.py", "mindspeed_prof/commands/show_config.py",
+          "mindspeed_prof/recording/resolution.py")
 
 
 class Spool(backends.BackendKind):
