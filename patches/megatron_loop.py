@@ -17,7 +17,8 @@ from mindspeed_prof.drivers.base import NULL_DRIVER
 from mindspeed_prof.drivers.training import TrainingDriver
 from mindspeed_prof.patches import sigterm
 from mindspeed_prof.patches.state import registry, state, usage_exit
-from mindspeed_prof.patches.topology import distributed_args, rank_and_world, rank_layout
+from mindspeed_prof.patches.topology import (distributed_args, pipeline_args, rank_and_world,
+                                             rank_layout)
 from mindspeed_prof.config.window import train_limit
 
 TRAIN = "megatron.training.training.train"
@@ -86,7 +87,8 @@ def _start_manager(config, args):
         layout = rank_layout(world) if ranks.needs_topology(config.profile_ranks) else None
         manager = TrainingDriver(config, rank=rank, world_size=world,
                                   local_rank=getattr(args, "local_rank", None), layout_of=layout,
-                                  parallel=distributed_args(args, rank, world))
+                                  parallel={**distributed_args(args, rank, world),
+                                            **pipeline_args(args)})
         # --train-samples runs: Megatron derived train_iters; messages name the flag given.
         train_iters = train_limit(args.train_iters, getattr(args, "train_samples", None))
         manager.arm(first_iteration=int(args.iteration) + 1, train_iters=train_iters,

@@ -41,6 +41,37 @@ def distributed_args(args, rank, world_size):
     }
 
 
+def pipeline_args(args):
+    """The pipeline's shape as the manifest records it: virtual stages per stage, microbatches
+    per step and the schedule family Megatron's ``get_forward_backward_func`` picks from them
+    (``config/schedule_marks.SCHEDULES``)."""
+    from mindspeed_prof.config import schedule_marks
+
+    pp = int(getattr(args, "pipeline_model_parallel_size", 1) or 1)
+    vpp = int(getattr(args, "virtual_pipeline_model_parallel_size", None) or 1)
+    if pp == 1:
+        schedule = schedule_marks.NO_PIPELINING
+    else:
+        schedule = schedule_marks.INTERLEAVED if vpp > 1 else schedule_marks.ONE_F_ONE_B
+    return {"virtual_pipeline_model_parallel_size": vpp,
+            "num_microbatches": _num_microbatches(args),
+            "pipeline_schedule": schedule}
+
+
+def _num_microbatches(args):
+    try:
+        from megatron.core.num_microbatches_calculator import get_num_microbatches
+        return int(get_num_microbatches())
+    except Exception:  # noqa: BLE001 - older layouts or not set up yet: from the batch sizes
+        pass
+    try:
+        from megatron.core import parallel_state
+        dp = parallel_state.get_data_parallel_world_size()
+        return int(args.global_batch_size) // (int(args.micro_batch_size) * int(dp))
+    except Exception:  # noqa: BLE001
+        return None
+
+
 def rank_and_world(args):
     """This rank and the world size: from torch.distributed once it is up, else from ``args``.
 

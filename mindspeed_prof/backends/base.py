@@ -63,6 +63,11 @@ class Backend:
 
         return torch.profiler.record_function(name)
 
+    def mark(self, name):
+        """A pipeline-schedule mark (``config/schedule_marks.py``): a labelled range here;
+        the NPU backend puts it on the device stream."""
+        return self.range(name)
+
     def outputs(self):
         """Paths this window wrote (files or run folders)."""
         return []

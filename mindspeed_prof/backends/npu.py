@@ -147,6 +147,13 @@ class NpuBackend(Backend):
     def range(self, name):
         return self._mstx.range(name) or super().range(name)
 
+    def mark(self, name):
+        """A schedule mark: an mstx range on the current device stream where mstx collects,
+        so the NPU's own time is measured, not only the host's; else a host range."""
+        current_stream = getattr(self._torch_npu.npu, "current_stream", None)
+        stream = current_stream() if callable(current_stream) else None
+        return self._mstx.device_range(name, stream) or super().range(name)
+
     def stop(self):
         if self._prof is None or self._stopped:
             return

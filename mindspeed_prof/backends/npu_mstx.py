@@ -16,15 +16,19 @@ from ..config.profiler_config import MSTX_DOMAIN
 
 
 class MstxRange:
-    """One host mstx range, as a context manager."""
+    """One mstx range, as a context manager: on the host, or (``stream`` given) on that device
+    stream too, so the device's time between its start and end is measured."""
 
-    __slots__ = ("_mstx", "_name", "_id")
+    __slots__ = ("_mstx", "_name", "_id", "_stream")
 
-    def __init__(self, mstx: Any, name: str) -> None:
-        self._mstx, self._name, self._id = mstx, name, 0
+    def __init__(self, mstx: Any, name: str, stream: Any = None) -> None:
+        self._mstx, self._name, self._id, self._stream = mstx, name, 0, stream
 
     def __enter__(self) -> "MstxRange":
-        self._id = self._mstx.range_start(self._name, domain=MSTX_DOMAIN)
+        if self._stream is None:
+            self._id = self._mstx.range_start(self._name, domain=MSTX_DOMAIN)
+        else:
+            self._id = self._mstx.range_start(self._name, self._stream, domain=MSTX_DOMAIN)
         return self
 
     def __exit__(self, *exc: Any) -> Literal[False]:
@@ -54,6 +58,10 @@ class MstxLabels:
     def range(self, name: str) -> Optional[MstxRange]:
         """An mstx range for ``name``, or None: label with record_function instead."""
         return MstxRange(self._mstx, name) if self._mstx is not None else None
+
+    def device_range(self, name: str, stream: Any) -> Optional[MstxRange]:
+        """An mstx range for ``name`` on ``stream`` (the schedule's marks), or None."""
+        return MstxRange(self._mstx, name, stream) if self._mstx is not None else None
 
     def step_began(self, n: int) -> None:
         if self._own_steps:

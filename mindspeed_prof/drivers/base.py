@@ -52,6 +52,9 @@ class NullDriver:
     def range(self, name: str) -> ContextManager[Any]:
         return _NOTHING
 
+    def mark(self, name: str) -> ContextManager[Any]:
+        return _NOTHING
+
     def close(self, reason: str = "finished", detail: Optional[str] = None, **_: Any) -> None:
         return None
 

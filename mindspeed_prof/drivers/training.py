@@ -34,6 +34,7 @@ class TrainingDriver(RecorderView):
         self.begin = self.step_begin = recorder.begin
         self.end = self.step_end = recorder.end
         self.range = recorder.range
+        self.mark = recorder.mark  # the pipeline schedule's marks (patches/megatron_schedule*)
         self.retract = recorder.retract
 
     def arm(self, *, first_iteration: int = 1, train_iters: Optional[int] = None,

@@ -220,6 +220,12 @@ class Session:
             return _NO_RANGE
         return self.backend.range(name)
 
+    def mark(self, name: str) -> ContextManager[Any]:
+        """A pipeline-schedule mark (the backend's ``mark``), or a no-op off the session's thread."""
+        if not (self.running and self.on_own_thread):
+            return _NO_RANGE
+        return self.backend.mark(name)
+
     def retract(self, n: int) -> None:
         """Unit ``n`` was begun but never ran: leave its step out (torch) or name it for check
         (``never_ran``, NPU traces are parsed later by torch_npu)."""
