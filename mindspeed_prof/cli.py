@@ -14,7 +14,7 @@ from .errors import ConfigError
 from .version import __version__
 
 COMMANDS = ("show-config", "adapt-script", "check", "summary", "merge", "memory", "analyse",
-            "trigger", "timeline", "diff", "report", "whatif", "export")
+            "trigger", "timeline", "diff", "report", "pipeline", "whatif", "export")
 
 
 def _module(command):
