@@ -58,7 +58,14 @@ def _replica_of(rank: int, coords: Dict[int, dict]) -> Tuple[Tuple[int, ...], st
 def analyze(directory: str, step: Optional[int] = None) -> PipelineReport:
     """Raises ``ConfigError`` when DIR or ``--step`` cannot be read as asked (the message
     names the fix)."""
-    selection = choose.select(directory, steps=None if step is None else str(step))
+    try:
+        selection = choose.select(directory, steps=None if step is None else str(step))
+    except ConfigError as exc:  # timeline's words name its own --steps A-B
+        text = str(exc)
+        asked = f"--steps {step}"
+        if step is not None and text.startswith(asked):
+            raise ConfigError(f"--step {step}" + text[len(asked):]) from None
+        raise
     notes = list(selection.notes)
     coords = _coordinates(selection.root)
     ranks: List[RankMarks] = []
