@@ -13,6 +13,9 @@ Iterations are the logged (1-based) numbers. Environment knobs:
 * ``HARNESS_SLOW_FORWARD_FROM_ITER=N:SECONDS``: every forward step (each micro-batch's
   ``forward_step_func``) of every iteration from N on first computes (``aten::mm``) for about
   that long: a rank whose forward is slowed (a throttled device), its losses unchanged;
+* ``HARNESS_SLOW_FORWARD_S=SECONDS``: every microbatch's forward (the entry script's
+  ``forward_step``, inside Megatron's schedule) sleeps that long first: a slowed pipeline stage
+  (with ``@R``, the ranks of that stage);
 * ``HARNESS_SLOW_EXPORT_S=SECONDS``: every ``torch.profiler.profile.export_chrome_trace`` sleeps
   that long first (a huge trace, a slow disk), so a test can show who waits for the export;
 * ``HARNESS_TORCH_PROFILER_FAIL=init,start,stop,export``: those ``torch.profiler.profile`` calls
@@ -64,6 +67,7 @@ class FaultPlan:
     forward_from: int = None
     forward_s: float = 0.0
     slow_export_s: float = 0.0
+    slow_forward_s: float = 0.0
     profiler_fail: tuple = ()
     clock_at: int = None
     clock_ahead_s: float = 0.0
@@ -110,6 +114,7 @@ class FaultPlan:
             forward_from=_optional_int(forward_from),
             forward_s=float(forward_s or 0.0),
             slow_export_s=float(knob("HARNESS_SLOW_EXPORT_S") or 0.0),
+            slow_forward_s=float(knob("HARNESS_SLOW_FORWARD_S") or 0.0),
             profiler_fail=fail,
             clock_at=_optional_int(clock_at),
             clock_ahead_s=float(clock_s or 0.0),
@@ -168,6 +173,19 @@ class FaultPlan:
             return forward_step_func(*args, **kwargs)
 
         return forward_step
+
+    def slowed_forward(self, forward_step_func):
+        """The entry script's forward step, slowed by ``HARNESS_SLOW_FORWARD_S`` (as it is
+        when the knob is not set)."""
+        if not self.slow_forward_s:
+            return forward_step_func
+        seconds = self.slow_forward_s
+
+        def slow_forward_step(*args, **kwargs):
+            time.sleep(seconds)
+            return forward_step_func(*args, **kwargs)
+
+        return slow_forward_step
 
     def at_step(self, iteration):
         """Misbehave as planned for logged iteration ``iteration``."""

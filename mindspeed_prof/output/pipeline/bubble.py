@@ -149,10 +149,12 @@ def median_over_steps(replicas: List[Replica]) -> Replica:
         def med(attr: str) -> float:
             return float(statistics.median(getattr(r, attr) for r in rows))
 
+        bubble, implied = med("bubble_us"), med("schedule_us")
+        implied = min(implied, bubble)  # the split still adds up to the bubble
         folded.stages.append(StageBubble(
             rank=rows[0].rank, stage=number, step=None, span_us=med("span_us"),
-            compute_us=med("compute_us"), bubble_us=med("bubble_us"),
-            schedule_us=med("schedule_us"), stall_us=med("stall_us"), theory=rows[0].theory))
+            compute_us=med("compute_us"), bubble_us=bubble, schedule_us=implied,
+            stall_us=bubble - implied, theory=rows[0].theory))
     named = [r.holds_back for r in replicas if r.holds_back is not None]
     if named and len(named) * 2 > len(replicas):  # named in most steps
         folded.holds_back = statistics.mode(named)

@@ -173,7 +173,8 @@ def _run_train_step(forward_step_func, data_iterator, model, optimizer, opt_para
             chunk.zero_grad_buffer()
         optimizer.zero_grad()
         losses_reduced = forward_backward_func(
-            forward_step_func=forward_step_func, data_iterator=data_iterator, model=model,
+            forward_step_func=_harness.faults.slowed_forward(forward_step_func),
+            data_iterator=data_iterator, model=model,
             num_microbatches=get_num_microbatches(), seq_length=args.seq_length,
             micro_batch_size=args.micro_batch_size, decoder_seq_length=None, forward_only=False)
     should_checkpoint, should_exit, exit_code = rerun_state_machine.should_checkpoint_and_exit()
@@ -313,7 +314,8 @@ def evaluate_and_print_results(prefix, forward_step_func, data_iterator, model, 
     with torch.no_grad():
         for _ in range(args.eval_iters):
             losses += get_forward_backward_func()(
-                forward_step_func=forward_step_func, data_iterator=data_iterator, model=model,
+                forward_step_func=_harness.faults.slowed_forward(forward_step_func),
+            data_iterator=data_iterator, model=model,
                 num_microbatches=get_num_microbatches(), seq_length=args.seq_length,
                 micro_batch_size=args.micro_batch_size, decoder_seq_length=None, forward_only=True)
     for chunk in model:
