@@ -123,7 +123,10 @@ def test_virtual_stages_are_marked_per_chunk_and_priced_by_the_interleaved_theor
     args = default_args(train_iters=3) + [
         "--pipeline-model-parallel-size", "2", "--num-layers", "4",
         "--num-layers-per-virtual-pipeline-stage", "1", "--global-batch-size", "4",
-        "--num-workers", "0"] + profile_flags(save, ("-1",), 2, 3)
+        "--num-workers", "0",
+        # overlapped p2p on gloo: Megatron frees each sent output (deallocate_pipeline_outputs)
+        # before waiting on its isend, and gloo sends from the freed memory: NaN losses
+        "--no-overlap-p2p-communication"] + profile_flags(save, ("-1",), 2, 3)
     run = train(tmp_path, args).check()
     assert all(loss == loss for loss in run.losses(1).values())  # no NaN
     for trace in torch_traces(save):
@@ -133,4 +136,4 @@ def test_virtual_stages_are_marked_per_chunk_and_priced_by_the_interleaved_theor
             assert forwards == backwards == {(c, mb) for c in (0, 1) for mb in range(4)}
     report = pipeline_json(capsys, save)
     assert (report["schedule"], report["virtual_chunks"]) == ("interleaved", 2)
-    assert report["theory"] == pytest.approx(1 / (2 * 4 + 1))
+    assert report["theory"] == pytest.approx(1 / (2 * 4 + 1), abs=1e-4)

@@ -177,6 +177,9 @@ def _add_distributed_args(parser):
     group = parser.add_argument_group(title="distributed")
     group.add_argument("--tensor-model-parallel-size", type=int, default=1)
     group.add_argument("--pipeline-model-parallel-size", type=int, default=1)
+    group.add_argument("--num-layers-per-virtual-pipeline-stage", type=int, default=None)
+    group.add_argument("--no-overlap-p2p-communication", action="store_false",
+                       dest="overlap_p2p_comm")
     group.add_argument("--distributed-backend", default="nccl", choices=["nccl", "gloo"])
     group.add_argument("--distributed-timeout-minutes", type=int, default=10)
     group.add_argument("--local-rank", type=int, default=int(os.getenv("LOCAL_RANK", "0")))
@@ -255,6 +258,20 @@ def validate_args(args, defaults={}):
         args.num_layers % args.pipeline_model_parallel_size == 0,
         "--num-layers must be divisible by --pipeline-model-parallel-size",
     )
+    args.virtual_pipeline_model_parallel_size = None
+    if args.num_layers_per_virtual_pipeline_stage is not None:
+        per_stage = args.num_layers // args.pipeline_model_parallel_size
+        _require(
+            args.pipeline_model_parallel_size > 1
+            and per_stage % args.num_layers_per_virtual_pipeline_stage == 0,
+            "--num-layers-per-virtual-pipeline-stage needs --pipeline-model-parallel-size > 1 "
+            "and must divide the layers of a stage",
+        )
+        args.virtual_pipeline_model_parallel_size = \
+            per_stage // args.num_layers_per_virtual_pipeline_stage
+    else:
+        # as upstream: the non-interleaved schedule cannot overlap its p2p communication
+        args.overlap_p2p_comm = False
     if args.global_batch_size is None:
         args.global_batch_size = args.micro_batch_size * args.data_parallel_size
     _require(
@@ -310,4 +327,9 @@ def core_transformer_config_from_args(args, config_class=None):
         gradient_accumulation_fusion=args.gradient_accumulation_fusion,
         persist_layer_norm=not args.no_persist_layer_norm,
         apply_rope_fusion=False,
+        virtual_pipeline_model_parallel_size=args.virtual_pipeline_model_parallel_size,
+        # upstream's hardcoded values: outputs freed once sent; batched p2p unless overlapped
+        deallocate_pipeline_outputs=True,
+        overlap_p2p_comm=args.overlap_p2p_comm,
+        batch_p2p_comm=not args.overlap_p2p_comm,
     )

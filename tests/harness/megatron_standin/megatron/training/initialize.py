@@ -80,6 +80,7 @@ def _initialize_distributed(get_embedding_ranks, get_position_embedding_ranks, s
         mpu.initialize_model_parallel(
             args.tensor_model_parallel_size,
             args.pipeline_model_parallel_size,
+            virtual_pipeline_model_parallel_size=args.virtual_pipeline_model_parallel_size,
             # megatron-core builds timedelta(minutes=...) from it; a fraction keeps the override.
             distributed_timeout_minutes=timeout.total_seconds() / 60,
             get_embedding_ranks=get_embedding_ranks,

@@ -25,11 +25,17 @@ def update_train_iters(args):
 
 
 def get_model(model_provider_func, model_type=ModelType.encoder_or_decoder, wrap_with_ddp=True):
-    model = model_provider_func(
-        pre_process=mpu.is_pipeline_first_stage(), post_process=mpu.is_pipeline_last_stage()
-    )
-    model.model_type = model_type
-    model = [model]
+    vpp = get_args().virtual_pipeline_model_parallel_size
+    if vpp is None:
+        model = [model_provider_func(pre_process=mpu.is_pipeline_first_stage(),
+                                     post_process=mpu.is_pipeline_last_stage())]
+    else:  # one model chunk per virtual stage, as upstream
+        model = [model_provider_func(
+            pre_process=mpu.is_pipeline_first_stage(ignore_virtual=False, vp_stage=i),
+            post_process=mpu.is_pipeline_last_stage(ignore_virtual=False, vp_stage=i),
+            vp_stage=i) for i in range(vpp)]
+    for chunk in model:
+        chunk.model_type = model_type
     if wrap_with_ddp:
         ddp_config = DistributedDataParallelConfig(grad_reduce_in_fp32=False,
                                                    overlap_grad_reduce=False)
@@ -124,6 +130,15 @@ def build_train_valid_test_data_iterators(build_train_valid_test_datasets_provid
     args.do_train = train_ds is not None and args.train_iters > 0
     args.do_valid = valid_ds is not None and args.eval_iters > 0
     args.do_test = test_ds is not None and args.eval_iters > 0
+    if args.virtual_pipeline_model_parallel_size is not None:
+        # each model chunk reads its own iterator, as upstream (the schedule takes a list)
+        chunks = range(args.virtual_pipeline_model_parallel_size)
+        return (
+            [_micro_batches(train_ds, args.consumed_train_samples) for _ in chunks]
+            if args.do_train else None,
+            [_micro_batches(valid_ds, 0) for _ in chunks] if args.do_valid else None,
+            [_micro_batches(test_ds, 0) for _ in chunks] if args.do_test else None,
+        )
     return (
         _micro_batches(train_ds, args.consumed_train_samples) if args.do_train else None,
         _micro_batches(valid_ds, 0) if args.do_valid else None,
