@@ -16,6 +16,7 @@ _next_id = 1
 _open = {}        # range id -> (message, domain, start_ns, tid)
 _collectors = []  # captures recording mstx now
 CALLS = []        # ("range_start" | "range_end" | "mark", message, domain), in call order
+ON_STREAM = []    # (message, stream id, device index) of every range started on a device stream
 
 
 def add_collector(collector):
@@ -52,6 +53,8 @@ def _range_start_on_host(message, domain):
 
 
 def _range_start(message, stream_id, device_index, device_type, domain):
+    with _lock:
+        ON_STREAM.append((message, stream_id, device_index))
     return _range_start_on_host(message, domain)
 
 

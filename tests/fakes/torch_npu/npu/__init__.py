@@ -68,3 +68,19 @@ def is_initialized() -> bool:
 def get_device_name(device=None) -> str:
     _device_index(device)
     return DEVICE_NAME
+
+
+class Stream:
+    """A device stream as mstx takes it: its id, device index and device type (the wheels'
+    ``torch_npu.npu.Stream`` hands these to ``_C._mstx._range_start``)."""
+
+    device_type = 20  # PrivateUse1, the type torch gives npu devices
+
+    def __init__(self, device=None, stream_id=0):
+        self.device_index = _device_index(device)
+        self.stream_id = stream_id
+
+
+def current_stream(device=None) -> Stream:
+    """The current device's default stream."""
+    return Stream(device)

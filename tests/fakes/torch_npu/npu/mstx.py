@@ -4,8 +4,9 @@
 ``range_push``/``range_pop`` and the ``annotate`` context manager. Every function is wrapped in
 mstx.py's own ``_no_exception_func`` (failures print ``Call <name> failed`` and return None);
 an invalid message warns and returns the documented sentinel (0 from ``range_start``). A
-``stream`` only changes where the real library marks the range (device side too); the fake keeps
-host ranges only.
+``stream`` (``torch_npu.npu.current_stream()``) puts the range on that device stream too in the
+real library; the fake keeps host ranges only and lists the ranges started on a stream in
+``torch_npu._C._mstx.ON_STREAM``.
 """
 
 import functools
@@ -53,7 +54,13 @@ class mstx:
         if not domain or not isinstance(domain, str):
             warnings.warn("Invalid domain for mstx.range_start func. Please input valid domain string.")
             return 0
-        return torch_npu._C._mstx._range_start_on_host(message, domain)
+        if stream is None:
+            return torch_npu._C._mstx._range_start_on_host(message, domain)
+        if not isinstance(stream, torch_npu.npu.Stream):
+            warnings.warn("Invalid stream for mstx.range_start func. Please input valid stream.")
+            return 0
+        return torch_npu._C._mstx._range_start(message, stream.stream_id, stream.device_index,
+                                               stream.device_type, domain)
 
     @staticmethod
     @_no_exception_func()
