@@ -1,0 +1,78 @@
+"""``mindspeed-prof pipeline``: each stage's bubble from the schedule marks, split into the
+schedule's warm-up/cool-down and the stall, beside the schedule's theory; the stage that holds
+the pipeline back; strict JSON and one-line usage errors."""
+
+import json
+
+import pytest
+
+from helpers.cli import run_cli, run_cli_json
+from output_fixtures.pipeline_job import pipeline_job
+from mindspeed_prof.output.pipeline.bubble import theory
+
+
+def test_the_theory_is_p_minus_1_over_v_m_plus_p_minus_1():
+    assert theory("1f1b", 4, 1, 8) == pytest.approx(3 / 11)
+    assert theory("interleaved", 4, 2, 8) == pytest.approx(3 / 19)
+    assert theory("no-pipelining", 1, 1, 8) == 0.0
+
+
+def test_a_balanced_1f1b_pipeline_has_exactly_the_textbook_bubble_and_no_stall(tmp_path, capsys):
+    pipeline_job(tmp_path, stages=4, microbatches=8)
+    code, report = run_cli_json(capsys, "pipeline", tmp_path)
+    assert code == 0
+    assert (report["schedule"], report["stages"], report["microbatches"]) == ("1f1b", 4, 8)
+    (replica,) = report["replicas"]
+    assert [s["stage"] for s in replica["stages"]] == [0, 1, 2, 3]
+    for stage in replica["stages"]:
+        assert stage["bubble"] == pytest.approx(3 / 11, abs=1e-3)
+        assert stage["theory"] == pytest.approx(3 / 11, abs=1e-3)
+        assert stage["stall_ms"] == pytest.approx(0.0, abs=1e-3)
+        assert stage["warmup_cooldown_ms"] == pytest.approx(3 * 3.0)  # 3 other stages x 3 ms
+    assert replica["holds_back"] is None
+
+
+def test_a_slow_stage_is_named_and_its_peers_carry_the_stall(tmp_path, capsys):
+    # stage 2's forward takes 3 ms, the others' 1 ms
+    pipeline_job(tmp_path, stages=4, microbatches=8, forward_us=[1000, 1000, 3000, 1000])
+    code, report = run_cli_json(capsys, "pipeline", tmp_path, "--step", "4")
+    assert code == 0 and report["step"] == 4
+    (replica,) = report["replicas"]
+    stalls = {s["stage"]: s["stall_ms"] for s in replica["stages"]}
+    assert replica["holds_back"] == 2
+    # the step takes 47 ms (38 balanced): every other stage waits 12 ms beyond its
+    # warm-up/cool-down, 2 ms on each of 6 exchanges with the slow stage's pace
+    for stage in (0, 1, 3):
+        assert stalls[stage] == pytest.approx(12.0, abs=0.01)
+    assert stalls[2] == pytest.approx(0.0, abs=0.01)
+    code, text, _ = run_cli(capsys, "pipeline", tmp_path)
+    assert "stage 2 holds the pipeline back" in text
+
+
+def test_a_folder_without_marks_is_a_usage_error_naming_the_fix(tmp_path, capsys):
+    from output_fixtures.torch_traces import torch_trace
+
+    torch_trace(tmp_path, rank=0, start=3, end=5)
+    code, out, err = run_cli(capsys, "pipeline", tmp_path)
+    assert code == 2 and out == ""
+    assert "holds no pipeline schedule marks" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_step_no_rank_recorded_is_a_usage_error_naming_the_step_flag(tmp_path, capsys):
+    pipeline_job(tmp_path, steps=(3, 4))
+    code, _, err = run_cli(capsys, "pipeline", tmp_path, "--step", "9")
+    assert code == 2 and err.count("\n") == 1
+    assert "--step 9" in err
+
+
+def test_marks_with_unreadable_times_are_counted_and_the_json_stays_strict(tmp_path, capsys):
+    pipeline_job(tmp_path, stages=2)
+    trace = next(tmp_path.glob("rank0.*.pt.trace.json"))
+    data = json.loads(trace.read_text())
+    data["traceEvents"].append({"ph": "X", "name": "forward-compute stage=0 chunk=0 mb=9",
+                                "pid": 1, "tid": 1, "ts": "NaN", "dur": 5})
+    trace.write_text(json.dumps(data))
+    code, out, _ = run_cli(capsys, "pipeline", tmp_path, "--json")
+    assert code == 0
+    report = json.loads(out, parse_constant=lambda c: pytest.fail(f"non-strict JSON: {c}"))
+    assert any("1 schedule mark(s) without a usable timestamp" in n for n in report["notes"])
