@@ -68,6 +68,9 @@ def _run(args):
     from mindspeed_prof.output.summary.captures import compare_captures
 
     captures = compare_captures(args.directory, top=args.top)  # [] unless a rule took some
+    from mindspeed_prof.output.pipeline.in_summary import bubble_lines, stage_bubbles
+
+    pipeline = stage_bubbles(args.directory)  # None unless the job was pipelined and marked
     plotted = None
     if args.plot:
         from mindspeed_prof.output.render.plot import plot_breakdown
@@ -82,6 +85,8 @@ def _run(args):
             data["memory"] = render_memory.memory_dicts(memory)
         if captures:  # as memory: a run without captures keeps the JSON it always had
             data["captures"] = captures
+        if pipeline:  # as memory: a job without pipeline marks keeps the JSON it always had
+            data["pipeline"] = pipeline
         print(jsontext.dumps(data, default=str))
     elif args.csv:
         print(render_summary.summary_csv(summary) + render_memory.memory_csv(memory), end="")
@@ -98,6 +103,8 @@ def _run(args):
             print("\n" + render_memory.memory_table(memory))
         for line in captures_lines(captures):
             print(line)
+        if pipeline:
+            print("\n" + safe.lines("\n".join(bubble_lines(pipeline))))
         if plotted:
             print("\n" + safe.cell(f"plot written to {plotted}"))
     if not summary.summarised:

@@ -76,3 +76,22 @@ def test_marks_with_unreadable_times_are_counted_and_the_json_stays_strict(tmp_p
     assert code == 0
     report = json.loads(out, parse_constant=lambda c: pytest.fail(f"non-strict JSON: {c}"))
     assert any("1 schedule mark(s) without a usable timestamp" in n for n in report["notes"])
+
+
+def test_summary_of_a_pipelined_job_gains_each_stage_s_bubble(tmp_path, capsys):
+    pipeline_job(tmp_path, stages=4, microbatches=8, forward_us=[1000, 1000, 3000, 1000])
+    code, report = run_cli_json(capsys, "summary", tmp_path)
+    assert code == 0
+    (replica,) = report["pipeline"]["replicas"]
+    assert replica["holds_back"] == 2
+    assert [s["stage"] for s in replica["stages"]] == [0, 1, 2, 3]
+    code, text, _ = run_cli(capsys, "summary", tmp_path)
+    assert "pipeline bubble per stage (1f1b, theory 27.3%" in text
+
+
+def test_summary_of_a_job_without_pipeline_parallelism_has_no_pipeline_block(tmp_path, capsys):
+    from output_fixtures.torch_traces import torch_trace
+
+    torch_trace(tmp_path, rank=0, start=3, end=5)
+    code, report = run_cli_json(capsys, "summary", tmp_path)
+    assert code == 0 and "pipeline" not in report
