@@ -105,15 +105,24 @@ class ScheduleCall:
 
 
 _call: Optional[ScheduleCall] = None  # the schedule call running on the training thread
+# The driver that marked this step's schedule call, kept until the next one: the optimizer and
+# the gradient/parameter synchronisation after the schedule are marked in the same steps, and
+# outside windows they read one global instead of asking the driver.
+_step_driver: Any = None
 
 
 def run_schedule(family: str, schedule: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     """Run one schedule call, marked when a window records (training calls only: an
     evaluation's forward-only schedule is left as it is)."""
-    global _call
-    driver = recording_driver()
-    if driver is None or kwargs.get("forward_only") or _call is not None:
+    global _call, _step_driver
+    if _call is not None:  # a schedule inside a schedule: the outer one marks
         return schedule(*args, **kwargs)
+    driver = recording_driver()
+    if driver is None or kwargs.get("forward_only"):
+        if driver is None:
+            _step_driver = None
+        return schedule(*args, **kwargs)
+    _step_driver = driver
     model = kwargs.get("model")
     chunks = len(model) if isinstance(model, (list, tuple)) else 1
     call = ScheduleCall(driver, chunks)
@@ -185,13 +194,13 @@ def _p2p_wrapper(method: str) -> Callable[[Callable[..., Any]], Callable[..., An
 
 def _marked_outside_schedule(timer_of: Callable[[Any], str]) -> Callable[..., Any]:
     """A wrapper for a method that may run inside the schedule or after it (optimizer, grads,
-    params): marked whenever a window records, outermost call only."""
+    params): marked in the steps whose schedule call was marked, outermost call only."""
     busy: List[bool] = [False]
 
     def wrapper(method: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(method)
         def marked(*args: Any, **kwargs: Any) -> Any:
-            driver = recording_driver()
+            driver = _step_driver
             if driver is None or busy[0]:
                 return method(*args, **kwargs)
             stage = _call.stage if _call is not None else _stage()
