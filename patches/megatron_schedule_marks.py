@@ -111,6 +111,13 @@ _call: Optional[ScheduleCall] = None  # the schedule call running on the trainin
 _step_driver: Any = None
 
 
+def family_of(family: str, schedule: Callable[..., Any]) -> str:
+    """``family`` for Megatron's own schedule; ``replaced`` for one another package registered
+    under its name (MindSpeed's DualPipeV under 1F1B's): its shape is not the family's."""
+    module = getattr(schedule, "__module__", None) or ""
+    return family if module.startswith("megatron.") else sm.REPLACED
+
+
 def run_schedule(family: str, schedule: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     """Run one schedule call, marked when a window records (training calls only: an
     evaluation's forward-only schedule is left as it is)."""

@@ -1,23 +1,28 @@
-"""Megatron's schedule family 'no_pipelining' marked while a window records: no pipeline parallelism: every microbatch's forward then backward on one stage.
+"""Megatron's no_pipelining schedule, marked while a window records.
+
+No pipeline parallelism: every microbatch's forward then backward on one stage.
 
 Megatron picks the schedule in ``get_forward_backward_func`` by looking this name up at call
 time, so wrapping the module attribute reaches every step. The marks it opens and what they
-carry: ``megatron_schedule_marks.py``.
+carry: ``megatron_schedule_marks.py``. A schedule another package registered under this name
+(MindSpeed's DualPipeV under 1F1B's) is wrapped as it is found and marked ``replaced``.
 """
 
 import functools
 from typing import Any, Callable
 
 from mindspeed_prof.config import schedule_marks as sm
-from mindspeed_prof.patches.megatron_schedule_marks import SCHEDULES, run_schedule
+from mindspeed_prof.patches.megatron_schedule_marks import SCHEDULES, family_of, run_schedule
 
 TARGET = f"{SCHEDULES}.forward_backward_no_pipelining"
 
 
 def mindspeed_prof_no_pipelining_schedule_wrapper(schedule: Callable[..., Any]) -> Callable[..., Any]:
+    family = family_of(sm.NO_PIPELINING, schedule)
+
     @functools.wraps(schedule)
     def marked_schedule(*args: Any, **kwargs: Any) -> Any:
-        return run_schedule(sm.NO_PIPELINING, schedule, args, kwargs)
+        return run_schedule(family, schedule, args, kwargs)
 
     return marked_schedule
 

@@ -17,7 +17,8 @@ The timer comes first, then ``key=value`` fields separated by single spaces, in 
 - ``mb``: the microbatch id within the step (0-based), in that chunk's order.
 - ``peer``: the global rank on the other end of a send or receive.
 - on ``forward-backward`` (one per step, around the whole schedule): ``schedule``
-  (``SCHEDULES``), ``stages`` (p), ``chunks`` (v) and ``microbatches`` (m).
+  (``SCHEDULES``; ``replaced`` where another package's schedule holds Megatron's name),
+  ``stages`` (p), ``chunks`` (v) and ``microbatches`` (m).
 
 This module is a leaf (no imports beyond the standard library): the patches, the backends and
 the readers (``pipeline``, ``whatif``, ``export``) all share it.
@@ -56,7 +57,10 @@ TIMERS = COMPUTE + P2P + DATA_PARALLEL + (OPTIMIZER, FORWARD_BACKWARD)
 NO_PIPELINING = "no-pipelining"
 ONE_F_ONE_B = "1f1b"
 INTERLEAVED = "interleaved"
-SCHEDULES = (NO_PIPELINING, ONE_F_ONE_B, INTERLEAVED)
+# A schedule another package put in Megatron's place (MindSpeed's DualPipeV registers its
+# ``forward_backward_pipelining_with_cutinhalf`` under 1F1B's name): marked, but no theory.
+REPLACED = "replaced"
+SCHEDULES = (NO_PIPELINING, ONE_F_ONE_B, INTERLEAVED, REPLACED)
 
 _INT_FIELDS = ("stage", "chunk", "mb", "peer", "stages", "chunks", "microbatches")
 

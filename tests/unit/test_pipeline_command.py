@@ -15,6 +15,7 @@ def test_the_theory_is_p_minus_1_over_v_m_plus_p_minus_1():
     assert theory("1f1b", 4, 1, 8) == pytest.approx(3 / 11)
     assert theory("interleaved", 4, 2, 8) == pytest.approx(3 / 19)
     assert theory("no-pipelining", 1, 1, 8) == 0.0
+    assert theory("replaced", 4, 1, 8) is None  # another package's schedule: shape unknown
 
 
 def test_a_balanced_1f1b_pipeline_has_exactly_the_textbook_bubble_and_no_stall(tmp_path, capsys):

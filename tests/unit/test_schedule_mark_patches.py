@@ -69,7 +69,8 @@ def test_each_microbatch_is_marked_inside_the_window_and_nowhere_else(tmp_path, 
     found = [sm.parse(n) for n in names if sm.parse(n) is not None]
     outer = [m for m in found if m.timer == sm.FORWARD_BACKWARD]
     assert len(outer) == 2  # steps 3 and 4: the window
-    assert (outer[0].schedule, outer[0].chunks, outer[0].microbatches) == (sm.ONE_F_ONE_B, 1, 3)
+    # this module's schedule is not Megatron's own: marked as one that replaced it
+    assert (outer[0].schedule, outer[0].chunks, outer[0].microbatches) == (sm.REPLACED, 1, 3)
     for timer in sm.COMPUTE:
         assert sorted(m.mb for m in found if m.timer == timer) == [0, 0, 1, 1, 2, 2]
         assert {m.chunk for m in found if m.timer == timer} == {0}
@@ -120,3 +121,13 @@ def test_on_npu_with_mstx_the_marks_are_ranges_on_the_device_stream(tmp_path, mo
     with open(os.path.join(capture, "ASCEND_PROFILER_OUTPUT", "trace_view.json")) as handle:
         names = {e["name"] for e in json.load(handle) if e.get("ph") == "X"}
     assert "forward-compute stage=0 chunk=0 mb=2" in names
+
+
+def test_megatron_s_own_schedules_are_named_by_family_and_a_replacement_is_not():
+    from megatron.core.pipeline_parallel import schedules
+
+    assert marks.family_of(sm.ONE_F_ONE_B,
+                           schedules.forward_backward_pipelining_without_interleaving) == "1f1b"
+    assert marks.family_of(sm.INTERLEAVED,
+                           schedules.forward_backward_pipelining_with_interleaving) == "interleaved"
+    assert marks.family_of(sm.ONE_F_ONE_B, schedule) == sm.REPLACED  # e.g. MindSpeed's DualPipeV

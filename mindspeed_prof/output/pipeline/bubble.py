@@ -30,8 +30,10 @@ HOLD_BACK_PCT = 25.0  # CPU runs of a balanced pipeline vary by 10-15 % step to 
 
 
 def theory(schedule: Optional[str], stages: int, chunks: int, microbatches: int) -> Optional[float]:
-    """The schedule's bubble fraction with equal stages: (p-1)/(v·m+p-1); 0 without pipelining."""
-    if stages < 1 or microbatches < 1 or chunks < 1:
+    """The schedule's bubble fraction with equal stages: (p-1)/(v·m+p-1); 0 without pipelining;
+    None for a schedule of unknown shape (another package's in Megatron's place)."""
+    if stages < 1 or microbatches < 1 or chunks < 1 or schedule not in (
+            sm.NO_PIPELINING, sm.ONE_F_ONE_B, sm.INTERLEAVED):
         return None
     if schedule == sm.NO_PIPELINING or stages == 1:
         return 0.0

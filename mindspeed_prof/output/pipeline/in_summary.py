@@ -40,8 +40,9 @@ def stage_bubbles(directory: str) -> Optional[Dict[str, Any]]:
 
 
 def bubble_lines(block: Dict[str, Any]) -> List[str]:
-    lines = [f"pipeline bubble per stage ({block['schedule']}, theory "
-             f"{100 * (block['theory'] or 0):.1f}%; `mindspeed-prof pipeline` for the detail):"]
+    theory = "unknown" if block["theory"] is None else f"{100 * block['theory']:.1f}%"
+    lines = [f"pipeline bubble per stage ({block['schedule']}, theory {theory}; "
+             f"`mindspeed-prof pipeline` for the detail):"]
     for replica in block["replicas"]:
         cells = ", ".join(f"stage {s['stage']} {100 * s['bubble']:.1f}% (stall "
                           f"{s['stall_ms']:.1f} ms)" for s in replica["stages"])
