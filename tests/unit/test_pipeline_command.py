@@ -96,3 +96,29 @@ def test_summary_of_a_job_without_pipeline_parallelism_has_no_pipeline_block(tmp
     torch_trace(tmp_path, rank=0, start=3, end=5)
     code, report = run_cli_json(capsys, "summary", tmp_path)
     assert code == 0 and "pipeline" not in report
+
+
+def test_the_report_draws_one_step_of_every_stage_and_their_bubbles(tmp_path, capsys):
+    pytest.importorskip("plotly")
+    from helpers.report_page import read_page
+
+    pipeline_job(tmp_path / "prof", stages=4, microbatches=8, forward_us=[1000, 1000, 3000, 1000])
+    code, _, _ = run_cli(capsys, "report", tmp_path / "prof", "-o", tmp_path / "r.html")
+    assert code == 0
+    page = read_page(tmp_path / "r.html")
+    assert "Pipeline" in page.sections
+    (chart,) = [f for f in page.figures.values() if f["data"][0].get("orientation") == "h"]
+    forward, backward = chart["data"]
+    assert (forward["name"], backward["name"]) == ("forward", "backward")
+    for trace in (forward, backward):  # every stage's 8 microbatches, labelled 0-7
+        for stage in range(4):
+            labels = [t for t, y in zip(trace["text"], trace["y"]) if y.startswith(f"stage {stage} ")]
+            assert labels == [str(mb) for mb in range(8)]
+    # stage 2's forwards take 3 ms, the others' 1 ms
+    widths = {y: x for x, y in zip(forward["x"], forward["y"])}
+    assert widths["stage 2 (rank 2)"] == pytest.approx(3.0) and widths["stage 0 (rank 0)"] == 1.0
+    # the first forward of stage 1 starts when stage 0's ends: one clock for every stage
+    starts = [b for b, y in zip(forward["base"], forward["y"]) if y == "stage 1 (rank 1)"]
+    assert starts[0] == pytest.approx(1.0)
+    bars = [f for f in page.figures.values() if f["data"][0].get("name") == "warm-up/cool-down"]
+    assert bars and bars[0]["data"][0]["x"][2] == "dp0 stage 2"

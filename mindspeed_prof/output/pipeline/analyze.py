@@ -13,7 +13,7 @@ from ...config import schedule_marks as sm
 from ...errors import ConfigError
 from ..read import jobruns
 from ..read.discover import discover
-from ..timeline import choose
+from ..timeline import choose, clock
 from . import bubble
 from .marks import RankMarks, read_rank
 
@@ -31,6 +31,10 @@ class PipelineReport:
     replicas: List[bubble.Replica] = field(default_factory=list)
     per_step: List[bubble.Replica] = field(default_factory=list)  # every replica, every step
     notes: List[str] = field(default_factory=list)
+    marks: Dict[int, RankMarks] = field(default_factory=dict)  # rank -> its schedule calls
+    # rank -> what puts its marks on one clock (its trace's base plus the aligned offset, µs)
+    shift_us: Dict[int, float] = field(default_factory=dict)
+    aligned_on: Optional[str] = None  # what the clocks rest on; None: raw clocks
 
 
 def _coordinates(directory: str) -> Dict[int, dict]:
@@ -96,6 +100,13 @@ def analyze(directory: str, step: Optional[int] = None) -> PipelineReport:
     report = PipelineReport(directory, schedule, stages, chunks, microbatches,
                             bubble.theory(schedule, stages, chunks, microbatches or 0),
                             chosen, step, notes=notes)
+    alignment = clock.align({t.rank: t.steps() for t in selection.tracks},
+                            {t.rank: t.host for t in selection.tracks})
+    report.aligned_on = alignment.aligned_on
+    for track in selection.tracks:
+        base = track.captures[0].base_ns / 1000.0 if track.captures else 0.0
+        report.shift_us[track.rank] = base + alignment.offsets_us.get(track.rank, 0.0)
+    report.marks = {m.rank: m for m in ranks}
     groups: Dict[Tuple[int, ...], Tuple[str, List[RankMarks]]] = {}
     for marks in ranks:
         key, label = _replica_of(marks.rank, coords)

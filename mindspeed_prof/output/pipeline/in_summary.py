@@ -32,6 +32,11 @@ def stage_bubbles(directory: str) -> Optional[Dict[str, Any]]:
         report = report_dict(analyze(directory))
     except ConfigError:
         return None
+    return folded(report)
+
+
+def folded(report: Dict[str, Any]) -> Dict[str, Any]:
+    """``pipeline --json``'s answer, as summary shows it."""
     keep = ("stage", "rank", "bubble", "warmup_cooldown_ms", "stall_ms", "theory")
     return {"schedule": report["schedule"], "theory": report["theory"],
             "replicas": [{"replica": r["replica"], "holds_back": r["holds_back"],

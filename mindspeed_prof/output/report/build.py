@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional
 from ...errors import ConfigError
 from ..read import columns, jobruns
 from ..read.discover import discover
-from . import communication, heatmap, reasons, whatif
+from . import communication, heatmap, pipeline, reasons, whatif
 
 UNIT_NAME = re.compile(r"[A-Za-z]+( [A-Za-z]+)?")
 LAYOUT_ROLES = "roles"
@@ -76,6 +76,10 @@ def part(path: str, top: int, run: Optional[str], title: Optional[str] = None,
     # check first: it reads every big file once, and summary takes their numbers from the cache
     report = check_directory(path, None, run=run)
     summary = summary_data(path, top, run)
+    pipelined = pipeline.pipeline_data(path)  # None unless pipelined and marked
+    if pipelined is not None:  # summary --json's per-stage bubble, from the same reading
+        from ..pipeline.in_summary import folded
+        summary["pipeline"] = folded(pipelined["report"])
     found = discover(path)
     chosen = jobruns.choose(found.manifests, run)
     runs = jobruns.keep_runs(found.runs, chosen) if chosen.left_out else found.runs
@@ -88,7 +92,8 @@ def part(path: str, top: int, run: Optional[str], title: Optional[str] = None,
             "slow_ranks": reasons.slow_ranks(summary["slow_ranks"]),
             "communication": communication.communication(
                 [r for r in runs if r.rank is not None], layout),
-            "whatif": whatif.whatif_data(path, chosen.chosen)}
+            "whatif": whatif.whatif_data(path, chosen.chosen),
+            "pipeline": pipelined}
 
 
 def _layout(manifests):

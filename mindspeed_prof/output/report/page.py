@@ -108,6 +108,9 @@ def _part(body: Sections, part: Dict[str, Any], several: bool,
                  "many bytes, how fast? Where the files say it.")
     body.communication(part["communication"])
     body.links(summary.get("communication_matrix"))
+    if part.get("pipeline"):
+        from .pipeline import section as pipeline_section
+        pipeline_section(body, part["pipeline"], prefix)
     body.section(prefix + "Captures taken by themselves", "What did the anomaly rules catch, "
                  "and what grew against the reference rank?")
     body.captures(summary.get("captures") or [])
