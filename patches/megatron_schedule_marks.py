@@ -6,7 +6,8 @@ The schedule families (``megatron_schedule_no_pipelining``, ``megatron_schedule_
 ``forward-backward`` mark and a ``ScheduleCall`` that the pieces below read (stage, chunk,
 microbatch). Outside a recording window a schedule call costs one attribute read, and every
 piece one global read: nothing is marked, nothing is counted. Names: ``config/schedule_marks.py``.
-The marks themselves are the backend's (``Backend.mark``, reached through the training driver).
+The marks themselves are the backend's (``Backend.mark``, reached through the training driver);
+the microbatches' compute goes on the NPU's device stream, the rest stays on the host.
 
 Versions are told apart by what the installed megatron-core has (``P2PCommunicator``'s methods
 from 0.14 on, module functions before; ``vp_stage=`` on ``forward_step`` from 0.13 on, the
@@ -153,7 +154,7 @@ def mindspeed_prof_forward_step_wrapper(forward_step: Callable[..., Any]) -> Cal
             return forward_step(*args, **kwargs)
         chunk = call.chunk(kwargs)
         mb = call.next_forward(chunk)
-        with call.driver.mark(sm.name(sm.FORWARD_COMPUTE, call.stage, chunk=chunk, mb=mb)):
+        with call.driver.mark(sm.name(sm.FORWARD_COMPUTE, call.stage, chunk=chunk, mb=mb), True):
             result = forward_step(*args, **kwargs)
         output = result[0] if isinstance(result, tuple) else result
         call.pending[id(output)] = (chunk, mb)
@@ -170,7 +171,8 @@ def mindspeed_prof_backward_step_wrapper(backward_step: Callable[..., Any]) -> C
             return backward_step(*args, **kwargs)
         output = args[1] if len(args) > 1 else kwargs.get("output_tensor")
         chunk, mb = call.pending.pop(id(output), (None, None))
-        with call.driver.mark(sm.name(sm.BACKWARD_COMPUTE, call.stage, chunk=chunk, mb=mb)):
+        with call.driver.mark(sm.name(sm.BACKWARD_COMPUTE, call.stage, chunk=chunk, mb=mb),
+                              True):
             return backward_step(*args, **kwargs)
 
     return marked_backward_step

@@ -63,9 +63,9 @@ class Backend:
 
         return torch.profiler.record_function(name)
 
-    def mark(self, name):
+    def mark(self, name, device=False):
         """A pipeline-schedule mark (``config/schedule_marks.py``): a labelled range here;
-        the NPU backend puts it on the device stream."""
+        the NPU backend puts one with ``device`` on the device stream."""
         return self.range(name)
 
     def outputs(self):

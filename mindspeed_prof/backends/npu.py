@@ -147,9 +147,14 @@ class NpuBackend(Backend):
     def range(self, name):
         return self._mstx.range(name) or super().range(name)
 
-    def mark(self, name):
-        """A schedule mark: an mstx range on the current device stream where mstx collects,
-        so the NPU's own time is measured, not only the host's; else a host range."""
+    def mark(self, name, device=False):
+        """A schedule mark. With ``device`` (the microbatches' compute) an mstx range on the
+        current device stream where mstx collects, so the NPU's own time is measured, not only
+        the host's; else a host range. Only compute goes on the device: msprof-analyze's
+        pp_chart takes every device-side range whose name holds "forward" or "backward" for a
+        microbatch, so a send or the whole schedule there would break its chart."""
+        if not device:
+            return self.range(name)
         current_stream = getattr(self._torch_npu.npu, "current_stream", None)
         stream = current_stream() if callable(current_stream) else None
         return self._mstx.device_range(name, stream) or super().range(name)

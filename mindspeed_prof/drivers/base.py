@@ -52,7 +52,7 @@ class NullDriver:
     def range(self, name: str) -> ContextManager[Any]:
         return _NOTHING
 
-    def mark(self, name: str) -> ContextManager[Any]:
+    def mark(self, name: str, device: bool = False) -> ContextManager[Any]:
         return _NOTHING
 
     def close(self, reason: str = "finished", detail: Optional[str] = None, **_: Any) -> None:

@@ -318,13 +318,13 @@ class WindowRecorder:
             return _NO_RANGE
         return session.range(name)
 
-    def mark(self, name: str) -> ContextManager[Any]:
+    def mark(self, name: str, device: bool = False) -> ContextManager[Any]:
         """A pipeline-schedule mark inside the running session (``config/schedule_marks.py``);
         a no-op context when nothing records on this thread."""
         session = self._session
         if self._state is not State.RUNNING or session is None:
             return _NO_RANGE
-        return session.mark(name)
+        return session.mark(name, device)
 
     def retract(self, n: int) -> None:
         """Unit ``n`` was begun but did not run (the loop that began it ended instead): its

@@ -220,11 +220,11 @@ class Session:
             return _NO_RANGE
         return self.backend.range(name)
 
-    def mark(self, name: str) -> ContextManager[Any]:
+    def mark(self, name: str, device: bool = False) -> ContextManager[Any]:
         """A pipeline-schedule mark (the backend's ``mark``), or a no-op off the session's thread."""
         if not (self.running and self.on_own_thread):
             return _NO_RANGE
-        return self.backend.mark(name)
+        return self.backend.mark(name, device)
 
     def retract(self, n: int) -> None:
         """Unit ``n`` was begun but never ran: leave its step out (torch) or name it for check

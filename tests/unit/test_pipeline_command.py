@@ -122,3 +122,21 @@ def test_the_report_draws_one_step_of_every_stage_and_their_bubbles(tmp_path, ca
     assert starts[0] == pytest.approx(1.0)
     bars = [f for f in page.figures.values() if f["data"][0].get("name") == "warm-up/cool-down"]
     assert bars and bars[0]["data"][0]["x"][2] == "dp0 stage 2"
+
+
+def test_on_an_npu_capture_the_device_copy_of_each_compute_mark_is_the_one_measured(
+        tmp_path, capsys):
+    # torch_npu writes a range put on the device stream twice: the host's copy when it was
+    # issued, the device's (another process row) when the device ran it, here later and shorter
+    pipeline_job(tmp_path, stages=2, microbatches=4)
+    trace = next(tmp_path.glob("rank0.*.pt.trace.json"))
+    data = json.loads(trace.read_text())
+    device = [dict(e, pid=2, ts=e["ts"] + 50.0, dur=e["dur"] * 0.9)
+              for e in data["traceEvents"] if "-compute " in e["name"]]
+    data["traceEvents"] += device
+    trace.write_text(json.dumps(data))
+    code, report = run_cli_json(capsys, "pipeline", tmp_path)
+    assert code == 0
+    stage = report["replicas"][0]["stages"][0]
+    # 4 x (1 ms forward + 2 ms backward), each 0.9 times as long on the device
+    assert stage["compute_ms"] == pytest.approx(0.9 * 12.0, abs=0.01)

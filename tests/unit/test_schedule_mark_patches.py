@@ -116,7 +116,12 @@ def test_on_npu_with_mstx_the_marks_are_ranges_on_the_device_stream(tmp_path, mo
     # 3 microbatches x 3 steps: the window's session starts with its warm-up step 2 (torch_npu
     # collects from step 3 on)
     assert sum(m.timer == sm.FORWARD_COMPUTE for m in parsed) == 9
-    assert sum(m.timer == sm.FORWARD_BACKWARD for m in parsed) == 3
+    assert sum(m.timer == sm.BACKWARD_COMPUTE for m in parsed) == 9
+    # only compute goes on the device stream: msprof-analyze's pp_chart takes every device
+    # range whose name says forward or backward for a microbatch
+    assert {m.timer for m in parsed} == set(sm.COMPUTE)
+    host = [c[1] for c in sys.modules["torch_npu._C._mstx"].CALLS if c[0] == "range_start"]
+    assert sum(m.startswith("forward-backward ") for m in host) == 3
     (capture,) = glob.glob(str(tmp_path / "prof" / "rank0_*_ascend_pt"))
     with open(os.path.join(capture, "ASCEND_PROFILER_OUTPUT", "trace_view.json")) as handle:
         names = {e["name"] for e in json.load(handle) if e.get("ph") == "X"}

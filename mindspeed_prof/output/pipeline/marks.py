@@ -1,9 +1,9 @@
 """One rank's schedule marks, read from its timeline files, grouped by the step they ran in.
 
 The marks (``config/schedule_marks.py``) are complete events in a torch trace, or mstx ranges in
-torch_npu's ``trace_view.json``. On an NPU capture a mark put on the device stream is there
-twice, on the host (when it was issued) and on the device (when the device ran it): the
-device's copy is kept, as it is what the device spent. Each ``forward-backward`` mark is one
+torch_npu's ``trace_view.json``. On an NPU capture a compute mark (put on the device stream)
+is there twice, on the host (when it was issued) and on the device (when the device ran it):
+the device's copy is kept, as it is what the device spent; the other marks are host ranges. Each ``forward-backward`` mark is one
 schedule call; the other marks that start inside it are its pieces; its step is the
 ``ProfilerStep#N`` it starts in.
 """
@@ -106,17 +106,23 @@ def read_rank(rank: int, paths: List[str]) -> RankMarks:
 
 
 def _device_copy(by_pid: Dict[object, List[Piece]]) -> List[Piece]:
-    """The marks of the process that holds the most schedule calls; where two hold as many
-    (an NPU's host and device copies of the same ranges), the one that ran later: the device."""
+    """The compute marks of the process that holds the most of them, where two hold as many
+    (an NPU's host and device copies of the same ranges) the one that ran later: the device;
+    the other marks (host ranges only) of the process that holds the most schedule calls."""
     if not by_pid:
         return []
 
-    def weight(pid: object) -> Tuple[int, float]:
-        pieces = by_pid[pid]
-        calls = sum(1 for p in pieces if p.mark.timer == sm.FORWARD_BACKWARD)
-        return calls, sum(p.start for p in pieces) / len(pieces)
+    def weight(compute: bool):
+        def of(pid: object) -> Tuple[int, float]:
+            pieces = [p for p in by_pid[pid] if p.mark.is_compute == compute]
+            mean = sum(p.start for p in pieces) / len(pieces) if pieces else 0.0
+            return len(pieces), mean
+        return of
 
-    return by_pid[max(by_pid, key=weight)]
+    compute = max(by_pid, key=weight(True))
+    rest = max(by_pid, key=weight(False))
+    return [p for p in by_pid[compute] if p.mark.is_compute] + \
+        [p for p in by_pid[rest] if not p.mark.is_compute]
 
 
 def _step_of(ts: float, steps: List[Tuple[float, float, int]]) -> Optional[int]:
