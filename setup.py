@@ -81,6 +81,7 @@ setup(
         "mindspeed_prof.output.memory",
         "mindspeed_prof.output.read",
         "mindspeed_prof.output.render",
+        "mindspeed_prof.output.pipeline",
         "mindspeed_prof.output.summary",
         "mindspeed_prof.output.report",
         "mindspeed_prof.output.roles",
