@@ -72,17 +72,21 @@ def test_every_microbatch_of_both_stages_is_marked_with_its_stage_and_the_manife
 def test_a_balanced_pipeline_s_bubble_is_near_its_theory_and_nothing_holds_it_back(tmp_path, capsys):
     # every forward also sleeps 80 ms: stage times a shared CPU's jitter (tens of ms at a load
     # of 10 on 2 cores) cannot swamp
-    _, save = run_pp2(tmp_path, train_iters=5, HARNESS_SLOW_FORWARD_S="0.08")
+    _, save = run_pp2(tmp_path, train_iters=6, HARNESS_SLOW_FORWARD_S="0.08")
     report = pipeline_json(capsys, save)
     assert report["schedule"] == "1f1b" and report["theory"] == pytest.approx(1 / 5)
     (replica,) = report["replicas"]
     assert [s["stage"] for s in replica["stages"]] == [0, 1]
     for stage in replica["stages"]:
-        # the median step's bubble within 12 points of (p-1)/(m+p-1) = 20 % (measured 24-25 %
-        # with 30 ms sleeps on a quiet machine, 36 % at a load of 11)
-        assert abs(stage["bubble"] - 0.2) <= 0.12, replica
         assert stage["warmup_cooldown_ms"] + stage["stall_ms"] == pytest.approx(
             stage["bubble_ms"], abs=0.01)
+    # A busy machine only ever adds to a step's bubble (a rank descheduled while its peer
+    # waits), so the least disturbed of the 4 steps is the one to hold to the theory:
+    # within 8 points of (p-1)/(m+p-1) = 20 % (measured 21-22 %; medians 22-36 % at a load of 9)
+    for number in (0, 1):
+        best = min(s["bubble"] for r in report["per_step"] for s in r["stages"]
+                   if s["stage"] == number)
+        assert abs(best - 0.2) <= 0.08, report["per_step"]
     assert replica["holds_back"] is None
 
 
