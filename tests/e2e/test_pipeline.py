@@ -91,16 +91,16 @@ def test_a_balanced_pipeline_s_bubble_is_near_its_theory_and_nothing_holds_it_ba
 
 
 def test_a_slowed_stage_holds_the_pipeline_back_and_its_peer_stalls_waiting(tmp_path, capsys):
-    # every forward sleeps 30 ms, stage 1's (rank 1's) 70 ms
-    _, save = run_pp2(tmp_path, HARNESS_SLOW_FORWARD_S="0.07@1;0.03")
+    # every forward sleeps 30 ms, stage 1's (rank 1's) 120 ms
+    _, save = run_pp2(tmp_path, HARNESS_SLOW_FORWARD_S="0.12@1;0.03")
     report = pipeline_json(capsys, save)
     (replica,) = report["replicas"]
     first, second = replica["stages"]
     assert replica["holds_back"] == 1
-    # stage 0 waits for stage 1 between its microbatches: (m-1) x 40 ms beyond the schedule's
-    # own (measured 133-144 ms), stage 1 for nobody (7-13 ms; up to 61 ms on a busy machine)
-    assert first["stall_ms"] >= 100, replica
-    assert first["stall_ms"] - second["stall_ms"] >= 60, replica
+    # stage 0 waits for stage 1 between its microbatches, beyond the schedule's own warm-up and
+    # cool-down (measured 296 ms a step), stage 1 for nobody (19 ms; tens of ms on a busy machine)
+    assert first["stall_ms"] >= 180, replica
+    assert first["stall_ms"] - second["stall_ms"] >= 120, replica
     text = run_cli(capsys, "pipeline", str(save))[1]
     assert "stage 1 holds the pipeline back" in text
 
