@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from mindspeed_prof.config import schedule_marks as sm
 from mindspeed_prof.patches.state import registry, state
+from mindspeed_prof.recording.session import window_recording
 
 SCHEDULES = "megatron.core.pipeline_parallel.schedules"
 P2P = "megatron.core.pipeline_parallel.p2p_communication"
@@ -46,9 +47,9 @@ OPTIMIZER_CLASSES = ("MixedPrecisionOptimizer", "FP32Optimizer", "ChainedOptimiz
 
 def recording_driver() -> Any:
     """The training driver when a window records on this process, else None. The one place
-    that asks: re-point it here when the recorder's interface changes."""
-    driver = state.manager
-    return driver if getattr(driver, "recording", False) else None
+    that asks (the recorder's ``window_recording``: one attribute read); the driver's own mark
+    is a no-op where the window recording is not its own (an inference request's)."""
+    return state.manager if window_recording() else None
 
 
 def _parallel_state() -> Any:

@@ -321,8 +321,8 @@ class WindowRecorder:
     def mark(self, name: str, device: bool = False) -> ContextManager[Any]:
         """A pipeline-schedule mark inside the running session (``config/schedule_marks.py``);
         a no-op context when nothing records on this thread."""
-        session = self._session
-        if self._state is not State.RUNNING or session is None:
+        session = self.slot.session
+        if not self.slot.running or session is None:
             return _NO_RANGE
         return session.mark(name, device)
 
