@@ -23,7 +23,7 @@ ENGINE_HOOKS: Tuple[Hook, ...] = (
 OWNED_JOB_HOOKS: Tuple[Hook, ...] = (
     ("megatron_loop", "hook_training_loop"),
     ("megatron_rl", "hook_rl_loop"),
-    ("megatron_schedule_marks", "hook_schedules"),  # the pipeline schedule, marked in windows
+    ("megatron_schedules", "hook_schedules"),  # the pipeline schedule, marked in windows
 ) + ENGINE_HOOKS
 
 

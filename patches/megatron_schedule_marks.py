@@ -19,7 +19,7 @@ import importlib
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from mindspeed_prof.config import schedule_marks as sm
-from mindspeed_prof.patches.state import registry, state
+from mindspeed_prof.patches.state import state
 from mindspeed_prof.recording.session import window_recording
 
 SCHEDULES = "megatron.core.pipeline_parallel.schedules"
@@ -239,7 +239,7 @@ for _name in ("finish_grad_sync", "start_param_sync", "optimizer_step"):
     _func.__name__ = _func.__qualname__ = f"mindspeed_prof_{_name}_wrapper"
 
 
-def _targets() -> List[Tuple[str, Callable[..., Any]]]:
+def shared_targets() -> List[Tuple[str, Callable[..., Any]]]:
     """Every piece the installed megatron-core has, with its wrapper."""
     targets: List[Tuple[str, Callable[..., Any]]] = [
         (FORWARD_STEP, mindspeed_prof_forward_step_wrapper),
@@ -267,20 +267,3 @@ def _targets() -> List[Tuple[str, Callable[..., Any]]]:
         if isinstance(cls, type) and "step" in vars(cls):
             targets.append((f"{OPTIMIZERS}.{name}.step", mindspeed_prof_optimizer_step_wrapper))
     return targets
-
-
-def hook_schedules() -> None:
-    """Register the schedule families and the pieces they share (profiling on only)."""
-    from mindspeed_prof.patches import (megatron_schedule_1f1b, megatron_schedule_interleaved,
-                                        megatron_schedule_no_pipelining)
-
-    try:
-        targets = _targets()
-    except ImportError:
-        return  # no megatron-core pipeline package here: nothing to mark
-    for family in (megatron_schedule_no_pipelining, megatron_schedule_1f1b,
-                   megatron_schedule_interleaved):
-        targets.append((family.TARGET, family.WRAPPER))
-    for target, wrapper in targets:
-        registry.register(target, wrapper)
-        registry.ensure(target)
