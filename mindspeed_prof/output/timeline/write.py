@@ -14,13 +14,13 @@ raw JSON text it was (never built into Python objects, written back as it came):
 events per second of dicts. Fields no viewer of the Chrome format reads are not written.
 """
 
-import gzip
 import os
-import shutil
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Dict, Optional, Tuple
 
 from .. import outfile
+from .deflate import GZIP_HEAD, Deflated, crc32_combine, trailer
 from ..deps import need
 from ..read import jsonstream
 from ..read.numbers import TIME_BOUND_US
@@ -33,7 +33,6 @@ WITH_IDS = frozenset(("s", "t", "f", "b", "e", "n", "S", "T", "F", "p"))
 PART_COPY_BYTES = 1 << 20
 COUNTS_SUFFIX = ".counts"
 COUNTED = ("events", "dropped_short", "dropped_outside", "unreadable")
-GZIP_LEVEL = 1  # 3x faster than gzip's default 6 for ~15% more bytes (the file is a transfer)
 _EVENT_TYPES: Dict[str, Any] = {}
 
 
@@ -103,59 +102,87 @@ class _Rank:
 
 class TimelineWriter:
     """The output file: its head, then each rank's part (``write_rank``) in rank order, then
-    ``close(metadata)``; it appears whole (written to a temporary name, then renamed)."""
+    ``close(metadata)``; it appears whole (written to a temporary name, then renamed).
+
+    Parts come compressed (``deflate.py``): a ``.gz`` output takes their bytes as they are,
+    between its own pieces; a ``.json`` output inflates them."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self._types = _types()
         self.tmp = outfile.temporary(path, "tmp")
         raw = open(self.tmp, "wb")
-        self._raw = raw
-        self._out: "BinaryIO | gzip.GzipFile" = raw
+        self._raw: BinaryIO = raw
+        self._gzip = path.endswith(".gz")
+        self._own = Deflated(raw)  # the head, commas and tail (.gz); only counted (.json)
+        self._crc, self._length = 0, 0
         self._first = True
         self.counts = Counts()
         try:  # a failed (or signalled) start leaves no temporary file either
-            if path.endswith(".gz"):
-                self._out = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=GZIP_LEVEL,
-                                          mtime=0)
-            self._out.write(HEADER)
+            if self._gzip:
+                raw.write(GZIP_HEAD)
+            self._text(HEADER)
         except BaseException:
             self.abandon()
             raise
 
+    def _text(self, data: bytes) -> None:
+        """Bytes of our own, in the output's form."""
+        if self._gzip:
+            self._own.write(data)
+            self._own.sync()
+        else:
+            self._raw.write(data)
+        self._crc = zlib.crc32(data, self._crc)
+        self._length += len(data)
+
     def add_part(self, part: str) -> None:
         """Append one rank's part and add its counts (``write_rank``'s; both then deleted)."""
-        with open(part, "rb") as handle:
-            if handle.read(1):
-                handle.seek(0)
-                if not self._first:
-                    self._out.write(b",\n")
-                shutil.copyfileobj(handle, self._out, PART_COPY_BYTES)
-                self._first = False
-        os.unlink(part)
         with open(part + COUNTS_SUFFIX, "rb") as handle:
             counts = self._types["args"](handle.read())
         os.unlink(part + COUNTS_SUFFIX)
+        length, crc = int(counts["length"]), int(counts["crc"])
+        with open(part, "rb") as handle:
+            if length:
+                if not self._first:
+                    self._text(b",\n")
+                self._first = False
+                self._join(handle)
+                self._crc = crc32_combine(self._crc, crc, length)
+                self._length += length
+        os.unlink(part)
         for name in COUNTED:
             setattr(self.counts, name, getattr(self.counts, name) + int(counts[name]))
+
+    def _join(self, handle: BinaryIO) -> None:
+        inflate = None if self._gzip else zlib.decompressobj(-zlib.MAX_WBITS)
+        while True:
+            block = handle.read(PART_COPY_BYTES)
+            if not block:
+                break
+            self._raw.write(block if inflate is None else inflate.decompress(block))
 
     def close(self, metadata: dict) -> int:
         """Finish the file with ``metadata`` under ``"mindspeed_prof"``; its size in bytes."""
         tail = b'\n],"mindspeed_prof":' + \
             self._types["encode"](metadata) + b"}\n"
-        self._out.write(tail)
-        self._out.close()
-        if self._raw is not self._out:
-            self._raw.close()
+        if self._gzip:
+            self._own.write(tail)
+            self._own.finish()
+            self._crc = zlib.crc32(tail, self._crc)
+            self._length += len(tail)
+            self._raw.write(trailer(self._crc, self._length))
+        else:
+            self._raw.write(tail)
+        self._raw.close()
         os.replace(self.tmp, self.path)
         return os.path.getsize(self.path)
 
     def abandon(self) -> None:
-        for handle in (self._out, self._raw):
-            try:
-                handle.close()
-            except OSError:
-                pass
+        try:
+            self._raw.close()
+        except OSError:
+            pass
         try:
             os.unlink(self.tmp)
         except OSError:
@@ -169,10 +196,13 @@ def write_rank(part: str, rank: int, name: str, files, shift: float,
     streamed). ``files``: (path, base_ns, (lo, hi) or None) per capture; events whose start
     lies outside [lo, hi) are left out (None: all)."""
     with open(part, "wb") as out:
-        writer = _RankWriter(out, origin_us)
+        deflated = Deflated(out)  # compressed here, in the rank's worker (deflate.py)
+        writer = _RankWriter(deflated, origin_us)
         writer.rank(rank, name, files, shift, keep_steps, min_us)
+        deflated.sync()
     with open(part + COUNTS_SUFFIX, "wb") as out:  # read as the part joins the file
-        out.write(writer._types["encode"]({k: getattr(writer.counts, k) for k in COUNTED}))
+        out.write(writer._types["encode"]({**{k: getattr(writer.counts, k) for k in COUNTED},
+                                           "crc": deflated.crc, "length": deflated.length}))
     return writer.counts
 
 
