@@ -7,7 +7,8 @@ interleaved rounds (the first side rotating) of, each with the cache it is meant
 ``timeline`` after that check (its steps' scans from the cache: the user's order); ``diff DIR
 DIR --json`` with an empty cache (both sides the same files: the second from the cache the
 first filled, so it costs what one summary costs). Then one sampled run of each for peak
-memory (the largest PSS sum of the process tree). Rows: each command's time over check's in
+memory (the largest PSS sum of the process tree). ``READERS_BASELINE=<checkout>`` adds that
+checkout's ``timeline`` (cache off) to every round, for before/after ratios in one run. Rows: each command's time over check's in
 the same round (median, min-max), CPU per GB from the smallest to the largest size, peak
 memory against 256 MiB, and the merged file's size.
 
@@ -31,7 +32,8 @@ from mindspeed_prof.output.cache import RACY_SECONDS
 
 from .common import Row, clean_env, emit_rows, interleave_all
 from .output_data import folder_bytes, generate_many
-from .output_run import MIB, load, must_pass, timed, tool, warm_page_cache, with_cache
+from .output_run import (MIB, baseline_env, load, must_pass, timed, tool, warm_page_cache,
+                         with_cache)
 
 FIGURE = "10 timeline+diff"
 DEFAULT_GB = (0.25, 0.5)
@@ -58,6 +60,7 @@ def measure_size(tmp, gb, env, rounds, quick):
         time.sleep(RACY_SECONDS + 0.5)
     out = os.path.join(tmp, "merged.json.gz")
     cmd = commands(data, out)
+    base = baseline_env(env)  # $READERS_BASELINE's timeline (cache off), in the same rounds
     loads = load()
 
     def ours(i):
@@ -68,6 +71,8 @@ def measure_size(tmp, gb, env, rounds, quick):
                                                 cmd["timeline"])
         got["timeline"] = must_pass(timed(cmd["timeline"], with_cache(env, cold)),
                                     cmd["timeline"])
+        if base is not None:
+            got["timeline_baseline"] = must_pass(timed(cmd["timeline"], base), cmd["timeline"])
         shutil.rmtree(cold)
         cold = tempfile.mkdtemp(dir=tmp)
         got["diff"] = must_pass(timed(cmd["diff"], with_cache(env, cold)), cmd["diff"])
@@ -106,9 +111,12 @@ def rows_for(sizes):
     rows = []
     for s in sizes:
         size = f"{_size(s['bytes'])} in {s['ranks']} ranks"
-        for key, what in (("timeline", "timeline (empty cache)"),
-                          ("timeline_after_check", "timeline after check (steps from the cache)"),
-                          ("diff", "diff DIR DIR (empty cache)")):
+        keys = (("timeline", "timeline (empty cache)"),
+                ("timeline_after_check", "timeline after check (steps from the cache)"),
+                ("diff", "diff DIR DIR (empty cache)"))
+        if "timeline_baseline" in s["runs"][0]:
+            keys += (("timeline_baseline", "$READERS_BASELINE's timeline (no cache)"),)
+        for key, what in keys:
             median, low, high = _ratio(s["runs"], key)
             cpu, _, _ = _ratio(s["runs"], key, "cpu")
             rows.append(Row(
