@@ -111,6 +111,9 @@ setup(
         # `mindspeed-prof report` embeds plotly.js in its page; plotly (~15 MB, with narwhals)
         # is imported by that command alone, so training images need not carry it
         "report": ["plotly>=5"],
+        # `mindspeed-prof timeline` compresses with ISA-L where it is installed (3.6x zlib's
+        # speed, the same gzip format); zlib otherwise
+        "fast": ["isal>=1.0"],
         "test": ["megatron-core==0.16.1", "mypy", "msprof-analyze", "matplotlib", "plotly>=5",
                  *TEST_COMMON],
         # The Python 3.12 leg (scripts/test_current_megatron.sh): today's megatron-core, which

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Dict, Optional, Tuple
 
 from .. import outfile
-from .deflate import GZIP_HEAD, Deflated, crc32_combine, trailer
+from .deflate import GZIP_HEAD, Deflated, codec, crc32_combine, trailer
 from ..deps import need
 from ..read import jsonstream
 from ..read.numbers import TIME_BOUND_US
@@ -40,6 +40,7 @@ def _types():
     """The event Struct and its decoders, made once (msgspec is the CLI's, imported late)."""
     if not _EVENT_TYPES:
         msgspec = need("msgspec")
+        codec()  # before the workers fork: each finds the compressor imported
 
         class Event(msgspec.Struct, omit_defaults=True):
             # every field of the Trace Event Format a viewer reads
