@@ -1,14 +1,15 @@
-"""``timeline``'s parts: each rank's part is compressed by the worker that writes it (no
+"""``output/timeline/deflate.py``, ``timeline``'s parts: each rank's part is compressed by the worker that writes it (no
 uncompressed copy on disk, the compression done by the ranks in parallel), and the parts join
 into one ordinary gzip member whose text is the ``.json`` output's, byte for byte."""
 
 import gzip
+import json
 import os
 import zlib
 
 from helpers.cli import run_cli
+from output_fixtures import samples
 from output_fixtures.torch_traces import torch_trace
-from test_timeline import merged, write_manifest
 
 from mindspeed_prof.output.timeline import write
 from mindspeed_prof.output.timeline.deflate import crc32_combine
@@ -42,7 +43,7 @@ def test_the_gz_output_is_one_gzip_member_holding_the_json_outputs_text(tmp_path
     save = tmp_path / "prof"
     for rank in (0, 1, 2):
         torch_trace(save, rank=rank, start=5, end=8)
-        write_manifest(save, rank, world=4)
+        samples.write_manifest(save, rank, hostname="node0", world_size=3, backend="torch")
     packed, plain = tmp_path / "m.json.gz", tmp_path / "m.json"
     for out in (packed, plain):
         assert run_cli(capsys, "timeline", save, "-o", out, "--min-us", "1")[0] == 0
@@ -52,5 +53,5 @@ def test_the_gz_output_is_one_gzip_member_holding_the_json_outputs_text(tmp_path
     text = inflate.decompress(raw) + inflate.flush()
     assert inflate.eof and not inflate.unused_data  # one member, nothing after it
     assert text == plain.read_bytes() == gzip.decompress(raw)
-    assert {e["pid"] for e in merged(packed)["traceEvents"]} == {1, 2, 3}
+    assert {e["pid"] for e in json.loads(text)["traceEvents"]} == {1, 2, 3}
     assert not [p for p in os.listdir(tmp_path) if ".part" in p or p.endswith(".tmp")]
