@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Dict, Optional, Tuple
 
 from .. import outfile
-from .deflate import GZIP_HEAD, Deflated, codec, crc32_combine, trailer
 from ..deps import need
 from ..read import jsonstream
 from ..read.numbers import TIME_BOUND_US
 from ..read.tracescan import STEP_PREFIX, step_number, to_float
+from .deflate import GZIP_HEAD, Deflated, codec, crc32_combine, trailer
 
 # displayTimeUnit first: Perfetto counts one read after the events as "too late"; our own key
 # last: a reader that stops at a key it does not know has read every event by then
@@ -162,6 +162,8 @@ class TimelineWriter:
             if not block:
                 break
             self._raw.write(block if inflate is None else inflate.decompress(block))
+        if inflate is not None:
+            self._raw.write(inflate.flush())
 
     def close(self, metadata: dict) -> int:
         """Finish the file with ``metadata`` under ``"mindspeed_prof"``; its size in bytes."""
