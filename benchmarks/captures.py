@@ -61,7 +61,7 @@ def _hook_rows(quick, tmp):
         return run
 
     a, b = interleave(side(off, 10), side(on, 10), reps, warmup=2)
-    judged = on.recorder._poller.spike.seen.judged
+    judged = on.recorder.poll.poller.spike.seen.judged
     off.close("finished")
     on.close("finished")
     added = [(tb - ta) / n / 1000 for ta, tb in zip(a, b)]
