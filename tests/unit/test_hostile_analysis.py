@@ -224,7 +224,7 @@ def test_an_output_named_as_an_input_is_refused_and_the_inputs_stay_as_they_were
 def test_memory_html_over_the_snapshot_it_reads_is_refused(tmp_path, capsys):
     import pickle
 
-    from test_hostile_readers import snapshot
+    from helpers.snapshots import snapshot
 
     path = tmp_path / "memory_snapshot_rank0.pickle"
     path.write_bytes(pickle.dumps(snapshot()))

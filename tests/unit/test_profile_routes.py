@@ -283,7 +283,7 @@ def test_a_token_no_http_client_can_present_is_refused_at_start_up_naming_the_fl
         parse_profile_flags(["--profile", "--profile-http-token", "pässwörd"], environ={})
     with pytest.raises(ConfigError, match="--profile-http-token must be ASCII"):
         parse_profile_flags(["--profile"], environ={"MINDSPEED_PROF_HTTP_TOKEN": "pässwörd"})
-    from test_bad_input import assert_usage_error, run_cli
+    from helpers.usage import assert_usage_error, run_cli
 
     code, err = run_cli("show-config", "--profile", "--profile-http-token", "pässwörd")
     assert_usage_error(code, err, ["--profile-http-token"])

@@ -272,7 +272,7 @@ def test_a_directory_with_nothing_summarised_writes_the_page_and_exits_1(tmp_pat
 
 
 def test_rl_output_gives_the_cross_role_table_and_each_roles_report(tmp_path, capsys):
-    from test_role_output import profile_role
+    from helpers.role_runs import profile_role
 
     save = tmp_path / "prof"
     for rank in (0, 1):
@@ -404,7 +404,7 @@ def test_the_reports_numbers_are_summary_json_itself(eight_ranks, tmp_path, caps
 
 
 def test_a_capture_taken_by_the_slow_step_rule_is_shown_with_its_reason(tmp_path, monkeypatch):
-    from test_captures import UnitClock, settings, train
+    from helpers.captures_loop import UnitClock, settings, train
 
     from mindspeed_prof.control import captures
 

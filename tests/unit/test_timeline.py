@@ -13,7 +13,7 @@ from helpers.cli import run_cli
 from helpers.inference import armed, config, serve
 from output_fixtures import samples
 from output_fixtures.torch_traces import torch_trace
-from test_role_output import profile_role
+from helpers.role_runs import profile_role
 
 SHIFT_US = 5_000_000.0  # another host's clock: 5 s ahead
 

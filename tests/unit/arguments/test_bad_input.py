@@ -6,10 +6,7 @@ exactly as training does (same argparse definitions, same YAML loader, same Prof
 subprocess tests check the real exit status and stderr, of the console script and of training.
 """
 
-import contextlib
-import io
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -19,36 +16,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.launch import ENTRY_SCRIPT, STANDIN_DIR, default_args
-from mindspeed_prof import cli
 from mindspeed_prof.config.profiler_config import KNOBS, flag_name
+from helpers.usage import assert_usage_error, run_cli
 
 # A message "says what to do" when it gives a value to use, a choice, an example or a bound.
-FIX = re.compile(r"\b(use|give|pick|choose|did you mean|expected|must be|write|fix|drop|set|"
-                 r"merge|move|any of|one of|valid keys|leave it out|required|see .*--help)\b", re.IGNORECASE)
 # Words YAML reads as something other than text (true, no, null, ...) make no key or name.
 YAML_WORDS = {"y", "n", "yes", "no", "true", "false", "on", "off", "null"}
 LETTERS = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12).filter(
     lambda s: s not in YAML_WORDS)
-
-
-def run_cli(*argv):
-    """(exit code, stderr) of ``mindspeed-prof ARGV`` run in this process."""
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        try:
-            code = cli.main([str(a) for a in argv])
-        except SystemExit as exc:  # argparse's own errors
-            code = exc.code
-    return code, err.getvalue()
-
-
-def assert_usage_error(code, err, names):
-    """Exit 2; the message names one of ``names`` and says what to do; no traceback."""
-    assert code == 2, err
-    assert "Traceback" not in err, err
-    message = err.strip().splitlines()[-1]
-    assert any(name in message for name in names), f"{names} not in: {message}"
-    assert FIX.search(message), f"no fix in: {message}"
 
 
 # -- invalid flags -------------------------------------------------------------------------------

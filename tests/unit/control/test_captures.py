@@ -15,16 +15,7 @@ from mindspeed_prof.errors import ConfigError
 
 from helpers.e2e import check
 from helpers.traces import manifest, step_ids, torch_traces
-
-
-class UnitClock:
-    """What ``captures`` reads as the time: the loop below moves it on by each unit's time."""
-
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
+from helpers.captures_loop import UnitClock, settings, train
 
 
 @pytest.fixture
@@ -32,24 +23,6 @@ def clock(monkeypatch):
     unit_clock = UnitClock()
     monkeypatch.setattr(captures, "_clock", unit_clock)
     return unit_clock
-
-
-def settings(save, **knobs):
-    values = dict(profile=True, profile_backend="torch", profile_save_path=str(save),
-                  profile_trigger_poll=1, profile_capture_warmup=3, profile_capture_cooldown=5,
-                  profile_on_slow_step=2.0)
-    values.update(knobs)
-    return ProfilerConfig(**values)
-
-
-def train(config, clock, slow, iterations=30, normal=0.1, train_iters="same"):
-    """A plain loop of ``iterations``; iteration n takes slow.get(n, normal) seconds."""
-    limit = iterations if train_iters == "same" else train_iters
-    with mindspeed_prof.profile(config, train_iters=limit) as prof:
-        for n in range(1, iterations + 1):
-            clock.now += slow.get(n, normal)
-            prof.step()
-    return prof
 
 
 def windows(save):

@@ -18,24 +18,12 @@ import sys
 import pytest
 
 from helpers.cli import rank_entry, run_cli, run_cli_json
+from helpers.snapshots import snapshot
 from output_fixtures.samples import db_capture, npu_capture, write_manifest
 from output_fixtures.torch_traces import torch_trace
 
 HOSTILE = "\x1b]0;pwned\x07\x1b[2J"  # sets the terminal's title, then clears the screen
 HANG_LIMIT_S = 120  # a reader that takes this long on a few bytes is hung (it never returns)
-
-
-def snapshot(name="step", filename="/work/train.py", device=0, size=1 << 20):
-    """A torch_npu-shaped allocator snapshot: one allocation, still alive."""
-    frames = [{"name": name, "filename": filename, "line": 7}]
-    segment = {"device": device, "address": 0, "total_size": 2 << 20, "allocated_size": 0,
-               "active_size": 0, "requested_size": 0, "stream": 0, "segment_pool_id": (0, 0),
-               "segment_type": "large", "is_expandable": False, "frames": [],
-               "blocks": [{"address": 0, "size": size, "requested_size": size,
-                           "state": "active_allocated", "frames": frames}]}
-    entry = {"action": "alloc", "addr": 0, "size": size, "stream": 0, "pool_id": (0, 0),
-             "frames": frames}
-    return {"segments": [segment], "device_traces": [[entry]]}
 
 
 def shared_references(levels=40):

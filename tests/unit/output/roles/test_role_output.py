@@ -1,28 +1,12 @@
 """check and summary on the RL role layout: verdicts per (role, rank), the cross-role table."""
 
 import os
-import time
 
 import pytest
-import torch
 
-import mindspeed_prof
 from helpers.cli import run_cli, run_cli_json
 from helpers.traces import torch_traces
-
-
-def profile_role(save, role, rank, stages=("generate",), slow_s=0.0, **block):
-    """One role process's run (rank ``rank`` of 2), done in this process."""
-    config = {"profile": True, "profile_save_path": str(save), "profile_backend": "torch",
-              "roles": {role: {"profile_steps": "2", "profile_ranks": "0-1", **block}}}
-    with mindspeed_prof.role_profiler(role, config, rank=rank, world_size=2,
-                                      total_steps=2) as prof:
-        for g in (1, 2):
-            with prof.step(g):
-                for stage in stages:
-                    with prof.stage(stage):
-                        torch.randn(16, 16).sum()
-                        time.sleep(slow_s)
+from helpers.role_runs import profile_role
 
 
 def test_check_names_the_role_and_rank_whose_output_is_missing(tmp_path, capsys):
