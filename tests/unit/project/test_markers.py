@@ -222,3 +222,18 @@ def test_workers_take_the_timed_group_first_then_e2e_and_slow_files_then_the_qui
         "tests/e2e/test_harness.py::a",
         "tests/unit/config/test_window_plan.py::a",
         "tests/unit/config/test_window_plan.py::b"]
+
+
+def test_no_test_file_imports_another_test_file():
+    # A bare `from test_x import ...` finds test_x only once pytest has put its folder on
+    # sys.path, so the importing file fails when run alone: shared code lives in tests/helpers.
+    tests = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
+        __file__)))))
+    found = []
+    for folder, _, names in os.walk(tests):
+        for name in names:
+            if name.endswith(".py"):
+                text = open(os.path.join(folder, name)).read()
+                if re.search(r"^\s*(from|import) test_\w+", text, re.M):
+                    found.append(os.path.relpath(os.path.join(folder, name), tests))
+    assert found == []

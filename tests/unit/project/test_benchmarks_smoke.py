@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 RUN = os.path.join(REPO, "benchmarks", "run.py")
 
 # Every figure in quick mode starts processes and models (~45 s on a loaded machine): part of the
