@@ -22,19 +22,16 @@ COLUMNS: Tuple[Tuple[str, str], ...] = (
 COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
 
 # The op types (Megatron's timer names) the dependency model knows.
-FORWARD_COMPUTE = "forward-compute"
-BACKWARD_COMPUTE = "backward-compute"
-FORWARD_SEND = "forward-send"
-FORWARD_RECV = "forward-recv"
-BACKWARD_SEND = "backward-send"
-BACKWARD_RECV = "backward-recv"
-GRADS_REDUCE_SCATTER = "grads-reduce-scatter"
+# Those the schedule marks record are the marks' own names (config/schedule_marks.py); the rest
+# are timers of the paper's table that no mark of ours records.
+from ...config.schedule_marks import (BACKWARD_COMPUTE, BACKWARD_RECV, BACKWARD_SEND,  # noqa: E402
+                                      FORWARD_COMPUTE, FORWARD_RECV, FORWARD_SEND,
+                                      GRADS_REDUCE_SCATTER, OPTIMIZER, PARAMS_ALL_GATHER)
+
 SEPARATE_GRADS_ALL_REDUCE = "separate-grads-all-reduce"
-PARAMS_ALL_GATHER = "params-all-gather"
 LAYERNORM_GRADS_ALL_REDUCE = "layernorm-grads-all-reduce"
 EMBEDDING_GRADS_ALL_REDUCE = "embedding-grads-all-reduce"
 OPTIMIZER_CLIP_MAIN_GRAD = "optimizer-clip-main-grad"
-OPTIMIZER = "optimizer"
 GC = "gc"
 
 COMPUTE = (FORWARD_COMPUTE, BACKWARD_COMPUTE)
