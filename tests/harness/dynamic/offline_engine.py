@@ -19,6 +19,7 @@ Nothing runs at import: the coordinator (spawned) re-imports this file as ``__mp
 """
 
 import argparse
+import faulthandler
 import os
 import sys
 import time
@@ -87,6 +88,10 @@ def _run_llm(inference_config, model, requests, greedy, log):
 
 def main(argv=None):
     started = time.time()
+    # A job that hangs (one did once in CI, after writing its traces) prints every thread's stack
+    # on stderr before the test's timeout kills it; a run that ends in time prints nothing.
+    faulthandler.dump_traceback_later(float(os.environ.get("HARNESS_STACKS_AFTER_S", "200")),
+                                      exit=False)
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     args = _parse(argv)
     from harness.dynamic import cuda_extras
