@@ -134,16 +134,18 @@ def simulated_job(directory, ranks=1024, steps=(5, 6, 7), slow=None, device=Fals
                                  skew_us.get(host, 0.0), plan),
                       handle, separators=(", ", ": ") if device else (",", ":"))
         if hosts:
-            _manifest(directory, rank, ranks, tp, f"node{host}", name, steps)
+            manifest(directory, rank, ranks, tp, f"node{host}", name, steps)
     return str(directory)
 
 
-def _manifest(directory, rank, ranks, tp, host, trace, steps):
-    """The manifest the recording side writes: the host and the parallel layout."""
+def manifest(directory, rank, ranks, tp, host, trace, steps, *, backend="torch", run_id="job-1",
+             pid=1000):
+    """The manifest the recording side writes: the host and the parallel layout (``trace``: the
+    rank's trace file or, on NPU, its capture folder)."""
     data = {"schema": 1, "tool": "mindspeed_prof", "rank": rank, "world_size": ranks,
-            "local_rank": rank, "hostname": host, "pid": 1000 + rank, "run_id": "job-1",
+            "local_rank": rank, "hostname": host, "pid": pid + rank, "run_id": run_id,
             "run_id_source": "job-store", "selected_ranks": list(range(ranks)),
-            "backend": "torch", "config": {}, "status": "complete", "files": [trace],
+            "backend": backend, "config": {}, "status": "complete", "files": [trace],
             "windows": [{"start": steps[0], "end": steps[-1] + 1, "dir": ".",
                          "status": "complete", "iterations_recorded": list(steps),
                          "files": [trace]}],

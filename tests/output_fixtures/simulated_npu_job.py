@@ -13,7 +13,8 @@ import json
 import os
 
 from output_fixtures.samples import OUTPUT, run_name, sample_info
-from output_fixtures.simulated_job import COMPUTE_US, GAP_US, dp_group, schedule, step_parts
+from output_fixtures.simulated_job import (COMPUTE_US, GAP_US, dp_group, manifest, schedule,
+                                           step_parts)
 
 HEADER = ("Step,Computing,Communication(Not Overlapped),Overlapped,Communication,Free,Stage,"
           "Bubble,Communication(Not Overlapped and Exclude Receive)")
@@ -62,24 +63,9 @@ def npu_job(directory, ranks=1024, steps=(5, 6, 7), slow=None, tp=1, hosts=8, sk
             handle.write("\n".join(rows) + "\n")
         with open(os.path.join(out, "communication.json"), "w") as handle:
             json.dump(comm, handle)
-        _manifest(directory, rank, ranks, tp, f"node{host}", run_name(rank), steps)
+        manifest(directory, rank, ranks, tp, f"node{host}", run_name(rank), steps,
+                 backend="npu", run_id="npu-job", pid=1408366)
     return str(directory)
-
-
-def _manifest(directory, rank, ranks, tp, host, folder, steps):
-    data = {"schema": 1, "tool": "mindspeed_prof", "rank": rank, "world_size": ranks,
-            "local_rank": rank, "hostname": host, "pid": 1408366 + rank, "run_id": "npu-job",
-            "run_id_source": "job-store", "selected_ranks": list(range(ranks)),
-            "backend": "npu", "config": {}, "status": "complete", "files": [folder],
-            "windows": [{"start": steps[0], "end": steps[-1] + 1, "dir": ".",
-                         "status": "complete", "iterations_recorded": list(steps),
-                         "files": [folder]}],
-            "parallel": {"tensor_model_parallel_size": tp, "pipeline_model_parallel_size": 1,
-                         "data_parallel_size": ranks // tp, "context_parallel_size": 1,
-                         "expert_model_parallel_size": 1, "rank": rank, "world_size": ranks},
-            "started_ns": 1_700_000_000_000_000_000}
-    with open(os.path.join(str(directory), f"profile_manifest_rank{rank}.json"), "w") as handle:
-        json.dump(data, handle)
 
 
 __all__ = ["npu_job", "COMPUTE_US", "GAP_US", "dp_group"]
