@@ -14,8 +14,8 @@ import pytest
 
 from harness.launch import run_nodes
 from harness.real_megatron import TINY, overlay
-from helpers.cli import run_cli, run_cli_json
 from helpers.e2e import LAUNCHER, profile_flags
+from helpers.waits import slow_rank_rows, slow_ranks_summary_and_report
 
 CHECKOUT = os.environ.get("MEGATRON_LM_PATH")
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(
@@ -40,20 +40,6 @@ def _job(tmp_path, end, **faults):
     return str(save)
 
 
-def _named(capsys, save, tmp_path):
-    """summary --json's slow ranks and data, its terminal text, the report page."""
-    code, data = run_cli_json(capsys, "summary", save)
-    assert code == 0
-    _, text, _ = run_cli(capsys, "summary", save)
-    pytest.importorskip("plotly")
-    from helpers.report_page import read_page
-
-    out = str(tmp_path / "report.html")
-    code, _, _ = run_cli(capsys, "report", save, "-o", out)
-    assert code == 0
-    return [s for s in data["slow_ranks"] if s["slow"]], data, text, read_page(out)
-
-
 def _slow_lines(text):
     lines = text.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("Slow ranks"))
@@ -71,7 +57,7 @@ def _slow_lines(text):
 def test_the_real_loop_names_the_rank_the_other_waits_for_with_its_group_and_reason(
         tmp_path, capsys, knob, value, rank, reason):
     save = _job(tmp_path, 8, **{knob: value})
-    slow, data, text, page = _named(capsys, save, tmp_path)
+    slow, data, text, page = slow_ranks_summary_and_report(capsys, save, tmp_path)
     print(_slow_lines(text))
     said = (data["waits"]["ranks"], [s.get("line") for s in slow],
             [(r["rank"], r["steps"]) for r in data["ranks"]])
@@ -91,7 +77,7 @@ def test_the_real_loop_names_the_rank_the_other_waits_for_with_its_group_and_rea
     assert [(r[0].text, r[6].text, r[7].text.split(" ")[0]) for r in waits.rows] == [
         (str(rank), "dp0", reason), (str(1 - rank), "-", "-")]
     # the slow-rank table of the breakdown says the same
-    rows = [row for t in page.tables if t.cls == "slow-ranks" for row in t.rows]
+    rows = slow_rank_rows(page)
     assert [(r[0].text, r[2].text) for r in rows] == [(str(rank), "dp0 all-reduce")]
     assert rows[0][5].text.startswith(reason)
 
@@ -101,7 +87,7 @@ def test_a_calm_real_run_names_no_slow_rank(tmp_path, capsys):
     # the ranks without a fault stays under the 10 % rule (measured on a loaded 2-core machine:
     # rank 1 arrived 52-162 ms late per step, with 0.6 s stalls)
     save = _job(tmp_path, 8, HARNESS_SLOW_FROM_ITER="1:1.0")
-    slow, data, text, page = _named(capsys, save, tmp_path)
+    slow, data, text, page = slow_ranks_summary_and_report(capsys, save, tmp_path)
     print(_slow_lines(text))
     assert slow == [], data["waits"]["ranks"]
     assert not [row for t in page.tables if t.cls == "slow-ranks" for row in t.rows]

@@ -7,8 +7,8 @@ the reason. A calm run names none."""
 import pytest
 
 from harness.launch import run_nodes
-from helpers.cli import run_cli, run_cli_json
 from helpers.e2e import LAUNCHER, env_for, profile_flags
+from helpers.waits import slow_rank_rows, slow_ranks_summary_and_report
 
 pytestmark = pytest.mark.e2e
 
@@ -24,18 +24,8 @@ def _job(tmp_path, end=5, **faults):
 
 def _named(capsys, save, tmp_path):
     """summary --json's slow ranks, its terminal table and the report's slow-rank rows."""
-    code, data = run_cli_json(capsys, "summary", save)
-    assert code == 0
-    _, text, _ = run_cli(capsys, "summary", save)
-    pytest.importorskip("plotly")
-    from helpers.report_page import read_page
-
-    out = str(tmp_path / "report.html")
-    code, _, _ = run_cli(capsys, "report", save, "-o", out)
-    assert code == 0
-    page = read_page(out)
-    rows = [row for t in page.tables if t.cls == "slow-ranks" for row in t.rows]
-    return [s for s in data["slow_ranks"] if s["slow"]], data, text, (rows, page)
+    slow, data, text, page = slow_ranks_summary_and_report(capsys, save, tmp_path)
+    return slow, data, text, (slow_rank_rows(page), page)
 
 
 @pytest.mark.parametrize("knob, rank, reason", [
