@@ -6,18 +6,16 @@ through the paper's published analyzer where STRAGGLER_ANALYSIS_PATH/_PYTHON nam
 
 import json
 import os
-import subprocess
 
 import pytest
 
 from harness.launch import default_args, run_nodes
 from helpers.cli import run_cli
 from helpers.e2e import LAUNCHER, env_for, profile_flags, train
+from helpers.straggler_artifact import CHECKOUT, PYTHON, their_result
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MARKS = os.path.join(REPO, "patches", "megatron_schedule_marks.py")
-CHECKOUT = os.environ.get("STRAGGLER_ANALYSIS_PATH")
-PYTHON = os.environ.get("STRAGGLER_ANALYSIS_PYTHON")
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(
     not os.path.exists(MARKS), reason="this checkout has no schedule marks "
@@ -47,15 +45,7 @@ def their_slowdown(tmp_path, capsys, save):
     assert code == 0, err
     if not (CHECKOUT and PYTHON):
         return None
-    (trace,) = (tmp_path / "table").glob("trace-*.parquet")
-    (meta,) = (tmp_path / "table").glob("meta-*.yaml")
-    env = dict(os.environ, PYTHONPATH=f"{CHECKOUT}{os.pathsep}{os.path.join(CHECKOUT, 'analyzer')}")
-    done = subprocess.run([PYTHON, "analyzer/wia.py", "--trace", str(trace), "--metadata",
-                           str(meta), "--dump-dir", str(tmp_path / "theirs")], cwd=CHECKOUT,
-                          env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    (result,) = (tmp_path / "theirs").glob("*.json")
-    return json.loads(result.read_text())
+    return their_result(tmp_path / "table", tmp_path / "theirs")
 
 
 def test_a_slowed_stage_is_blamed_with_stage_imbalance_and_the_artifact_agrees(tmp_path, capsys):

@@ -10,15 +10,13 @@ unchanged, on our export of a simulated capture and agrees with ``whatif``.
 
 import json
 import os
-import subprocess
 
 import pytest
 
 from helpers.cli import run_cli
+from helpers.straggler_artifact import CHECKOUT, PYTHON, their_result
 from output_fixtures import whatif_job
 
-CHECKOUT = os.environ.get("STRAGGLER_ANALYSIS_PATH")
-PYTHON = os.environ.get("STRAGGLER_ANALYSIS_PYTHON")
 needs_checkout = pytest.mark.skipif(
     not CHECKOUT or not os.path.isdir(os.path.join(CHECKOUT or "", "data")),
     reason="STRAGGLER_ANALYSIS_PATH does not name a checkout of ByteDance-Seed/StragglerAnalysis")
@@ -61,15 +59,7 @@ def test_the_artifact_s_analyzer_runs_unchanged_on_our_export_and_agrees(tmp_pat
     code, _, err = run_cli(capsys, "export", save, "--format", "straggler-analysis", "-o",
                            tmp_path / "out")
     assert code == 0, err
-    (trace,) = (tmp_path / "out").glob("trace-*.parquet")
-    (meta,) = (tmp_path / "out").glob("meta-*.yaml")
-    env = dict(os.environ, PYTHONPATH=f"{CHECKOUT}{os.pathsep}{os.path.join(CHECKOUT, 'analyzer')}")
-    done = subprocess.run([PYTHON, "analyzer/wia.py", "--trace", str(trace), "--metadata",
-                           str(meta), "--dump-dir", str(tmp_path / "theirs")], cwd=CHECKOUT,
-                          env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    (result,) = (tmp_path / "theirs").glob("*.json")
-    theirs = json.loads(result.read_text())
+    theirs = their_result(tmp_path / "out", tmp_path / "theirs")
     code, out, err = run_cli(capsys, "whatif", tmp_path / "out", "--json")
     ours = json.loads(out)
     assert ours["slowdown"] == pytest.approx(theirs["blocking_slowdown"], rel=0.01)
