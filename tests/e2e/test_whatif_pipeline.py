@@ -65,7 +65,10 @@ def test_a_slowed_stage_is_blamed_with_stage_imbalance_and_the_artifact_agrees(t
 
 def test_a_calm_run_blames_nothing_much(tmp_path, capsys):
     report = whatif(capsys, run_pp2(tmp_path, "0.03"))
-    assert report["slowdown"] < 1.1
+    # Quiet, S is 1.02-1.03 here. Under CI's load (two such jobs on 2 cores) the scheduler
+    # stretches random ops, and S once read 1.13 with no stage saving 10 %: noise, spread over
+    # every stage, is what a calm run may show; blaming one stage is what it must not.
+    assert report["slowdown"] < 1.25
     assert all(entry["saving"] < 0.1 for entry in report["by_stage"])
 
 
