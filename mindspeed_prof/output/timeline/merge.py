@@ -40,12 +40,15 @@ class Merged:
 
 
 def on_collectives(selection: choose.Selection, alignment: clock.Alignment) -> clock.Alignment:
-    """The offsets again from collective ends (``clock.align_on_collectives``) where the ranks'
-    collectives are at hand without reading the traces again: a torch trace's from the cache
-    ``summary`` (or ``report``) filled, an NPU capture's communication.json. Else the step
-    boundaries' offsets stand, and say so."""
+    """The offsets again from collective ends (``clock.align_on_collectives``) where the ranks
+    do not share one clock: a torch trace's collectives from ``summary``'s reading of it (the
+    cache's when ``summary`` or ``report`` ran, else read now and remembered for them), an NPU
+    capture's from communication.json. Ranks on one host need no offset, and nothing is read
+    for them. Where collectives cannot be read the step boundaries' offsets stand, and say so."""
     if alignment.aligned_on is None or len(selection.tracks) < 2:
         return alignment
+    if len({t.host or ("rank", t.rank) for t in selection.tracks}) < 2:
+        return alignment  # one clock: every offset is 0 whatever the collectives say
     found = {}
     for track in selection.tracks:
         mine = _collectives(track)
@@ -78,7 +81,7 @@ def _collectives(track):
     """[step, name, group, bytes, start, end] of a track on its clock; None when not at hand."""
     import os
 
-    from .. import cache
+    from ..read.errors import CorruptFile
     from ..summary import npu_collectives, torchtrace
 
     found = []
@@ -87,12 +90,9 @@ def _collectives(track):
             folder = os.path.dirname(os.path.dirname(capture.path))
             found += npu_collectives.read(folder)
             continue
-        hit = cache.load(capture.path, torchtrace.KIND)
-        if hit is None:
-            return None
-        try:
-            rows = torchtrace.TraceSummary.from_cached(hit).collectives
-        except (KeyError, TypeError, ValueError):
+        try:  # step boundaries would count a late rank's lateness as its clock's error
+            rows = torchtrace.remembered_summary(capture.path).collectives
+        except (CorruptFile, OSError, KeyError, TypeError, ValueError):
             return None
         base = capture.base_ns / 1000.0
         found += [[*c[:4], c[4] + base, c[5] + base] for c in rows]

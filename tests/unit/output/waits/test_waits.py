@@ -219,15 +219,36 @@ def test_timeline_aligns_clocks_on_collective_ends_never_on_a_ranks_lateness(
     code, printed, _ = run_cli(capsys, "timeline", directory, "-o", out)
     assert code == 0
     with gzip.open(out, "rt") as handle:
-        before = json.load(handle)["mindspeed_prof"]
-    assert before["offsets_us"]["3"] == -500.0  # the steps' median absorbs the lateness
-    assert run_cli(capsys, "summary", directory)[0] == 0  # remembers each trace's collectives
-    code, printed, _ = run_cli(capsys, "timeline", directory, "-o", out)
-    with gzip.open(out, "rt") as handle:
         meta = json.load(handle)["mindspeed_prof"]
+    # timeline run first (no summary before it) reads the collectives itself: the steps'
+    # median would have taken half of rank 3's lateness for clock error (-500 µs)
     assert meta["aligned_on"].startswith("ends of the collectives every member leaves together")
     assert meta["offsets_us"] == {"0": 0.0, "1": 0.0, "2": 0.0, "3": 0.0}
     assert "offsets are clock error; lateness between ranks is skew" in printed
+    assert run_cli(capsys, "summary", directory)[0] == 0  # from what timeline remembered
+    assert run_cli(capsys, "timeline", directory, "-o", out)[0] == 0
+    with gzip.open(out, "rt") as handle:
+        assert json.load(handle)["mindspeed_prof"]["offsets_us"] == meta["offsets_us"]
+
+
+def test_ranks_of_one_host_share_its_clock_and_timeline_reads_no_collective_for_it(
+        tmp_path, capsys, monkeypatch):
+    import gzip
+
+    from mindspeed_prof.output.summary import torchtrace
+
+    directory = simulated_job(str(tmp_path / "prof"), ranks=4, hosts=4, slow={3: "compute"})  # 4 a host
+    _shift_step_starts(directory, 3, 1000.0)
+    read = []
+    real = torchtrace.remembered_summary
+    monkeypatch.setattr(torchtrace, "remembered_summary",
+                        lambda path: read.append(path) or real(path))
+    out = str(tmp_path / "t.json.gz")
+    assert run_cli(capsys, "timeline", directory, "-o", out)[0] == 0
+    with gzip.open(out, "rt") as handle:
+        meta = json.load(handle)["mindspeed_prof"]
+    assert read == [] and meta["clocks"] == "per host"
+    assert meta["offsets_us"] == {"0": 0.0, "1": 0.0, "2": 0.0, "3": 0.0}
 
 
 def test_the_terminal_lists_sixteen_slow_ranks_and_counts_the_rest(tmp_path, capsys):
