@@ -7,6 +7,7 @@ are shared by the tests that only read them.
 
 import gzip
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -124,6 +125,29 @@ def test_tensor_parallel_run_on_two_ranks_completes(tmp_path):
     run = _train(tmp_path, ["--train-iters", "3", "--tensor-model-parallel-size", "2"]).check()
     assert run.report(0)["tp"] == 2 and run.report(0)["dp"] == 1
     assert sorted(run.losses(0)) == [1, 2, 3] and run.losses(0) == run.losses(1)
+
+
+def test_a_job_past_its_timeout_is_killed_whole_and_what_it_printed_is_kept(tmp_path):
+    # torchrun starts each rank in a session of its own: killing torchrun's group alone left
+    # the ranks training on, orphaned, and the harness waiting on their pipes for ever
+    env = launch.harness_env(tmp_path, HARNESS_SLEEP_AT_ITER="2:120")
+    run = launch.run_training(["--train-iters", "4"], env=env, timeout=25)
+    assert run.timed_out and run.returncode is None
+    assert run.duration_s < 60, run.duration_s
+    assert "iteration" in run.stdout + run.stderr  # what the ranks printed before it
+    assert _processes_with_env(f"HARNESS_REPORT_DIR={env['HARNESS_REPORT_DIR']}") == []
+
+
+def _processes_with_env(entry):
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                if entry.encode() in handle.read().split(b"\0"):
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
 
 
 def test_pipeline_parallel_run_reports_losses_only_on_the_last_stage(tmp_path):

@@ -263,6 +263,38 @@ def relaunched_while_port_taken(launch_once, taken=None, attempts=PORT_ATTEMPTS)
     raise ValueError("attempts must be at least 1")
 
 
+def descendants(pid):
+    """Every living process below ``pid`` (from /proc's parent links), children first."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(parent, []).append(int(entry))
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        child = todo.pop(0)
+        found.append(child)
+        todo.extend(children.get(child, []))
+    return found
+
+
+def kill_job(process):
+    """SIGKILL a launcher and everything below it. torchrun starts each rank in a session of its
+    own, so a kill of torchrun's group alone leaves the ranks running, orphaned, holding the
+    pipes a ``communicate()`` then waits on for ever (and the CPU the next tests need)."""
+    below = descendants(process.pid)  # before the kill: orphans lose the link to torchrun
+    for pid in [process.pid, *below]:
+        for kill, target in ((os.killpg, pid), (os.kill, pid)):
+            try:
+                kill(target, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
 def _launch(command_for, env, cwd, timeout, signal_job=None, nproc=1):
     """``_run(command_for(port))`` on a free port, again on another when it was taken."""
     return relaunched_while_port_taken(
@@ -288,7 +320,7 @@ def _run(command, env, cwd, timeout, signal_job=None, nproc=1):
         stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
-        os.killpg(process.pid, signal.SIGKILL)
+        kill_job(process)
         stdout, stderr = process.communicate()
     return TrainingRun(
         command=[str(part) for part in command],
@@ -412,7 +444,7 @@ def _run_agents(commands, envs, cwd, timeout):
             timed_out = time.monotonic() - start > timeout
             for process, _, _ in agents:
                 if process.poll() is None:
-                    os.killpg(process.pid, signal.SIGKILL)
+                    kill_job(process)
                     process.wait()
             break
         time.sleep(0.2)

@@ -17,7 +17,7 @@ import time
 import urllib.error
 import urllib.request
 
-from harness.launch import (free_port, free_ports, launcher, port_taken,
+from harness.launch import (free_port, free_ports, kill_job, launcher, port_taken,
                             relaunched_while_port_taken)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -46,11 +46,27 @@ def torchrun(script, nproc, launcher_prefix=(), port=None):
     return [*launcher("master", nproc, port), *launcher_prefix, script]
 
 
-def _run_job(command_for, **kwargs):
-    """``subprocess.run(command_for(port))`` on a free master port, again on another when
-    torchrun found it taken."""
-    return relaunched_while_port_taken(lambda: subprocess.run(command_for(free_port()),
-                                                              **kwargs))
+def _run_job(command_for, env, cwd, timeout):
+    """``command_for(port)`` run to its end on a free master port, again on another when
+    torchrun found it taken; a ``CompletedProcess`` whose ``returncode`` is None when it ran
+    past ``timeout``."""
+    return relaunched_while_port_taken(lambda: _run_once(command_for(free_port()), env, cwd,
+                                                         timeout))
+
+
+def _run_once(command, env, cwd, timeout):
+    # A job past its timeout is killed whole (torchrun and its ranks: subprocess.run's kill of
+    # torchrun alone left the ranks running on CI's two cores), and what it printed, the ranks'
+    # stack dumps included (offline_engine.py), is kept for the failure's message.
+    process = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_job(process)
+        stdout, stderr = process.communicate()
+        return subprocess.CompletedProcess(command, None, stdout, stderr)
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
 def _serving(command_for, report_dir, nproc, env, ports=1):
@@ -89,15 +105,17 @@ def read_reports(report_dir, nproc):
 
 @dataclasses.dataclass
 class Run:
-    returncode: int
+    returncode: "int | None"  # None: killed past its timeout
     stdout: str
     stderr: str
     reports: dict
     wall_s: float
 
     def describe(self):
-        return f"exit {self.returncode} after {self.wall_s:.1f} s\n--- stderr tail ---\n" \
-               f"{self.stderr[-6000:]}"
+        ended = "killed past its timeout" if self.returncode is None else \
+            f"exit {self.returncode}"
+        return f"{ended} after {self.wall_s:.1f} s\n--- stderr tail ---\n" \
+               f"{self.stderr[-12000:]}"
 
 
 def run_offline(args, report_dir, nproc=1, timeout=240, env=None, launcher_prefix=()):
@@ -107,8 +125,7 @@ def run_offline(args, report_dir, nproc=1, timeout=240, env=None, launcher_prefi
     started = time.time()
     script = os.path.join(HERE, "offline_engine.py")
     proc = _run_job(lambda port: [*torchrun(script, nproc, launcher_prefix, port), *args],
-                    env=env or job_env(report_dir), cwd=str(report_dir),
-                    capture_output=True, text=True, timeout=timeout)
+                    env=env or job_env(report_dir), cwd=str(report_dir), timeout=timeout)
     return Run(proc.returncode, proc.stdout, proc.stderr, read_reports(report_dir, nproc),
                time.time() - started)
 
@@ -281,10 +298,11 @@ def make_real_checkpoint(checkout, work_dir, nproc=2, timeout=300):
     proc = _run_job(lambda port: torchrun(script, nproc, (), port) + [
         "checkpoint", "--tensor-model-parallel-size", str(nproc), *real_server.MODEL_ARGS,
         *real_server.ENGINE_ARGS, "--save", save, "--save-interval", "1"],
-        env=real_tool_env(work_dir, checkout, overlay_dir), cwd=work_dir, capture_output=True,
-        text=True, timeout=timeout)
+        env=real_tool_env(work_dir, checkout, overlay_dir), cwd=work_dir, timeout=timeout)
     if proc.returncode != 0:
-        raise RuntimeError(f"checkpoint job exited {proc.returncode}:\n{proc.stderr[-6000:]}")
+        ended = "ran past its timeout" if proc.returncode is None else \
+            f"exited {proc.returncode}"
+        raise RuntimeError(f"checkpoint job {ended}:\n{proc.stderr[-6000:]}")
     return overlay_dir, save, time.time() - started
 
 

@@ -108,7 +108,7 @@ class Server:
         try:
             code = self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
+            launch.kill_job(self.process)
             self.process.wait()
             code = None
         outputs = []

@@ -13,12 +13,11 @@ import glob
 import json
 import os
 import re
-import signal
 import subprocess
 import time
 
 from harness.dynamic.launch import job_env, port_open, torchrun
-from harness.launch import free_port, relaunched_while_port_taken
+from harness.launch import free_port, kill_job, relaunched_while_port_taken
 from harness.real_megatron import overlay
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -119,7 +118,7 @@ def run_train_rl(work_dir, extra=(), launcher_prefix=()):
             stdout, stderr = job.communicate(timeout=TIMEOUT_S)
         except subprocess.TimeoutExpired:
             # a rank that raised leaves the front ends' threads alive: it never ends by itself
-            os.killpg(job.pid, signal.SIGKILL)
+            kill_job(job)
             stdout, stderr = job.communicate()
         wall = time.monotonic() - started
         for _ in range(50):  # the front ends and the coordinator release the ports
