@@ -108,9 +108,13 @@ def main(argv=None):
         lambda prompt, generated: tiny_gpt.reference_tokens(model, prompt, generated))
     log = steps.StepLog.from_env(rank, reference, loop=args.loop, tp=world)
     cuda_extras.CUDART.listeners.append(log.profiler_call)
+    # --loop llm: the engine's consensus every loop iteration, not every 20th (FACTS.md §6: TP
+    # ranks whose loops count iterations differently, after upstream's ZMQ broadcast dropped
+    # rank 1's first messages, end their dummy forwards at different iterations and hang)
     shape = tiny_gpt.EngineShape(max_tokens=args.max_tokens,
                                  enable_chunked_prefill=args.chunked_prefill,
-                                 logging_step_interval=args.logging_step_interval)
+                                 logging_step_interval=args.logging_step_interval,
+                                 ep_consensus_interval=1 if args.loop == "llm" else None)
     log.set(import_and_build_s=round(time.time() - started, 2))
     if args.loop == "llm":
         # Not under inference_mode: that is thread-local, and the engine loop runs on the API's

@@ -115,7 +115,9 @@ class StepLog:
             self.data["steps"].append({
                 "step": step, "thread": threading.get_native_id(), "forwards": self._forwards,
                 "active_request_ids": [int(i) for i in result["active_request_ids"]],
-                "finished_request_ids": [int(i) for i in finished], "time": time.time()})
+                "finished_request_ids": [int(i) for i in finished], "time": time.time(),
+                # the engine loop's iterations (0.19): TP ranks' must agree (FACTS.md)
+                "loop_counter": getattr(self.engine, "_ep_consensus_loop_counter", None)})
             self._forwards = []
         self.write()
 

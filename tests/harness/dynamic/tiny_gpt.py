@@ -52,6 +52,8 @@ class EngineShape:
     max_tokens: int = 256
     enable_chunked_prefill: bool = False
     logging_step_interval: int = 0
+    # None: megatron-core's default (20 on 0.19); where the config has the field
+    ep_consensus_interval: "int | None" = None
 
 
 def init_parallel(tp):
@@ -86,14 +88,20 @@ def build_model(tp, seed=1234):
 
 def inference_config(shape=EngineShape()):
     """megatron-core's ``InferenceConfig`` for ``shape``."""
+    import dataclasses
+
     from megatron.core.inference.config import InferenceConfig
 
+    extra = {}
+    if shape.ep_consensus_interval is not None and "ep_consensus_interval" in {
+            f.name for f in dataclasses.fields(InferenceConfig)}:
+        extra["ep_consensus_interval"] = shape.ep_consensus_interval
     return InferenceConfig(
         block_size_tokens=shape.block_size_tokens, buffer_size_gb=shape.buffer_size_gb,
         max_requests=shape.max_requests, max_tokens=shape.max_tokens,
         max_sequence_length=MAX_SEQUENCE_LENGTH, num_cuda_graphs=None,
         enable_chunked_prefill=shape.enable_chunked_prefill,
-        logging_step_interval=shape.logging_step_interval)
+        logging_step_interval=shape.logging_step_interval, **extra)
 
 
 def build_engine(model, shape=EngineShape()):
