@@ -61,6 +61,10 @@ INTERLEAVED = "interleaved"
 # ``forward_backward_pipelining_with_cutinhalf`` under 1F1B's name): marked, but no theory.
 REPLACED = "replaced"
 SCHEDULES = (NO_PIPELINING, ONE_F_ONE_B, INTERLEAVED, REPLACED)
+# What the readers say where a capture's steps carry no microbatch marks.
+NO_MICROBATCHES = ("no forward-compute / backward-compute ranges: a schedule another package "
+                   "put in Megatron's place, such as MindSpeed's DualPipeV, computes through "
+                   "functions of its own, which are not marked (docs/training.md)")
 
 _INT_FIELDS = ("stage", "chunk", "mb", "peer", "stages", "chunks", "microbatches")
 

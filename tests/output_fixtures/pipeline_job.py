@@ -52,8 +52,10 @@ def one_f_one_b(stages, microbatches, forward_us, backward_us):
 
 
 def pipeline_job(directory, stages=2, microbatches=4, steps=(3, 4), forward_us=None,
-                 backward_us=None):
-    """Torch traces and manifests of a PP=``stages`` job (one DP replica), one per rank."""
+                 backward_us=None, schedule=None, microbatch_marks=True):
+    """Torch traces and manifests of a PP=``stages`` job (one DP replica), one per rank
+    (``schedule``: the name the step's range carries, 1F1B's by default;
+    ``microbatch_marks=False``: a replaced schedule's steps, whose microbatches are unmarked)."""
     forward_us = forward_us or [1000.0] * stages
     backward_us = backward_us or [2000.0] * stages
     os.makedirs(directory, exist_ok=True)
@@ -64,11 +66,11 @@ def pipeline_job(directory, stages=2, microbatches=4, steps=(3, 4), forward_us=N
         for step in steps:
             events.append({"ph": "X", "name": f"ProfilerStep#{step}", "pid": 1, "tid": 1,
                            "ts": origin, "dur": end + 200.0})
-            outer = sm.name(sm.FORWARD_BACKWARD, stage, schedule=sm.ONE_F_ONE_B,
+            outer = sm.name(sm.FORWARD_BACKWARD, stage, schedule=schedule or sm.ONE_F_ONE_B,
                             stages=stages, chunks=1, microbatches=microbatches)
             events.append({"ph": "X", "name": outer, "pid": 1, "tid": 1, "ts": origin + 100.0,
                            "dur": end})
-            for timer, mb, start, stop in timeline[stage]:
+            for timer, mb, start, stop in timeline[stage] if microbatch_marks else ():
                 events.append({"ph": "X", "name": sm.name(timer, stage, chunk=0, mb=mb),
                                "pid": 1, "tid": 1, "ts": origin + 100.0 + start,
                                "dur": stop - start})

@@ -73,19 +73,28 @@ def analyze(directory: str, step: Optional[int] = None) -> PipelineReport:
     notes = list(selection.notes)
     coords = _coordinates(selection.root)
     ranks: List[RankMarks] = []
+    unmarked: List[int] = []
     for track in selection.tracks:
         marks = read_rank(track.rank, [c.path for c in track.captures])
         notes.extend(marks.notes)
         if marks.unreadable:
             notes.append(f"rank {track.rank}: {marks.unreadable} schedule mark(s) without a "
                          f"usable timestamp or duration, left out")
-        if marks.runs:
+        if marks.runs and not any(run.compute() for run in marks.runs.values()):
+            unmarked.append(track.rank)  # a span with no compute in it is no 100 % bubble
+        elif marks.runs:
             ranks.append(marks)
+    if not ranks and unmarked:
+        raise ConfigError(f"DIR {directory}: the schedule's steps are marked but none of their "
+                          f"microbatches ({sm.NO_MICROBATCHES}), so no bubble can be measured.")
     if not ranks:
         raise ConfigError(f"DIR {directory} holds no pipeline schedule marks; they are written "
                           f"inside profiling windows of Megatron training by mindspeed_prof "
                           f"(see docs/training.md): profile a training run and point pipeline at "
                           f"its --profile-save-path.")
+    if unmarked:
+        notes.append(f"rank(s) {', '.join(map(str, unmarked))}: the schedule's steps are marked "
+                     f"but none of their microbatches ({sm.NO_MICROBATCHES}); left out")
     outers = [run.outer.mark for r in ranks for run in r.runs.values()]
     schedule = next((m.schedule for m in outers if m.schedule), None)
     stages = max([m.stages or 1 for m in outers] + [max(m.stage for m in outers) + 1])

@@ -25,9 +25,10 @@ from .rows import Mark, Worker, rows_of, table_of
 from .schema import JobMeta
 from .table import OpTable
 
-NO_MARKS = ("the capture has no schedule marks (forward-compute stage=... ranges); record a "
+NO_MARKS = ("the capture has no microbatch marks (forward-compute stage=... ranges); record a "
             "window with mindspeed_prof at this version (its patches mark Megatron's pipeline "
-            "schedule inside every window) and run this again")
+            "schedule inside every window) and run this again; where its steps are marked but "
+            "not their microbatches: " + sm.NO_MICROBATCHES)
 
 
 def from_capture(directory: str) -> Tuple[OpTable, JobMeta, List[str]]:

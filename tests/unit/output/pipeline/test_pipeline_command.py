@@ -59,6 +59,23 @@ def test_a_folder_without_marks_is_a_usage_error_naming_the_fix(tmp_path, capsys
     assert "holds no pipeline schedule marks" in err and len(err.strip().splitlines()) == 1
 
 
+def test_steps_marked_without_their_microbatches_are_no_full_bubble_but_a_usage_error(
+        tmp_path, capsys):
+    # MindSpeed's DualPipeV in 1F1B's place: its step is wrapped (schedule=replaced), its
+    # microbatches run through functions of its own; a span with nothing marked in it was
+    # reported as a 100 % bubble, all of it "stall"
+    from mindspeed_prof.config import schedule_marks as sm
+
+    pipeline_job(tmp_path, stages=2, schedule=sm.REPLACED, microbatch_marks=False)
+    code, out, err = run_cli(capsys, "pipeline", tmp_path)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "marked but none of their microbatches" in err and "DualPipeV" in err
+    code, out, err = run_cli(capsys, "whatif", tmp_path)
+    assert code == 2 and "DualPipeV" in err
+    code, out, _ = run_cli(capsys, "summary", tmp_path)
+    assert code == 0 and "pipeline bubble" not in out
+
+
 def test_a_step_no_rank_recorded_is_a_usage_error_naming_the_step_flag(tmp_path, capsys):
     pipeline_job(tmp_path, steps=(3, 4))
     code, _, err = run_cli(capsys, "pipeline", tmp_path, "--step", "9")

@@ -30,7 +30,7 @@ def test_the_report_says_which_stage_to_fix_and_what_it_saves(tmp_path, capsys):
 def test_a_pipelined_run_without_marks_gets_a_note_saying_how_to_record_them(tmp_path, capsys):
     text = page(tmp_path, capsys, marks=False)
     section = text[text.rindex(TITLE):]
-    assert "no what-if analysis" in section and "has no schedule marks" in section
+    assert "no what-if analysis" in section and "has no microbatch marks" in section
 
 
 def test_a_run_that_is_not_pipelined_has_no_such_section(tmp_path, capsys):

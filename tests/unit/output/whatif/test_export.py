@@ -72,7 +72,7 @@ def test_a_capture_without_schedule_marks_exits_2_saying_how_to_get_them(tmp_pat
                     ["whatif", save]):
         code, out, err = run_cli(capsys, *command)
         assert code == 2 and out == ""
-        assert "has no schedule marks" in err
+        assert "has no microbatch marks" in err
         assert "record a window with mindspeed_prof at this version" in err
         assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "o").exists()
