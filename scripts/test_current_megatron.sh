@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The second CI leg: Python 3.12 + torch 2.13.0 + megatron-core 0.19.2 (today's releases, which
 # need Python >= 3.12), in its own venv (.venv312), running the integration tests that matter on
-# today's Megatron (routes, headline defaults, windows, signals) and every
-# test marked `current_megatron` (they skip on the Python 3.11 / megatron-core 0.16.1 leg); the
-# files are tests/conftest.py's CURRENT_LEG_FILES. tests/e2e/test_inference_server.py is not
+# today's Megatron (routes, headline defaults, windows, signals, the pipeline schedules' marks),
+# one job each of pipeline, whatif and the wait analysis, and every test marked
+# `current_megatron` (they skip on the Python 3.11 / megatron-core 0.16.1 leg); the files and
+# tests are tests/conftest.py's CURRENT_LEG_FILES and CURRENT_LEG_TESTS. tests/e2e/test_inference_server.py is not
 # among them: its static-engine harness imports
 # megatron.core.inference modules that megatron-core 0.19 removed; inference tests written for
 # 0.19's engines carry the current_megatron marker instead.

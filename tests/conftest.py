@@ -99,24 +99,39 @@ def worker_scope(nodeid):
 
 # The Python 3.12 leg (scripts/test_current_megatron.sh: `-m current_leg`) runs every test
 # marked current_megatron, wherever it lives, and these files, which decide whether the headline
-# command works on today's Megatron (routes, headline defaults, windows, signals), but for the
-# tests named in CURRENT_LEG_LEFT_OUT.
+# command works on today's Megatron (routes, headline defaults, windows, signals, the pieces of
+# its pipeline schedules the marks wrap), but for the tests named in CURRENT_LEG_LEFT_OUT.
 CURRENT_LEG_FILES = (
     "tests/e2e/test_current_megatron.py",
     "tests/e2e/test_integration.py",
     "tests/e2e/test_window_plans.py",
     "tests/e2e/test_loop_signals.py",
+    "tests/unit/patches/test_megatron_schedule_marks.py",
 )
 CURRENT_LEG_LEFT_OUT = (
     "test_each_megatron_signature_is_hooked",  # 0.12-0.15 shapes: the 3.11 leg's job
+)
+# ... and these tests of other files (path::name, parameters included): one job each of what
+# the schedule marks feed, on today's schedules, for under a minute of the leg (measured on
+# megatron-core 0.19.2, one process, 2 cores at a load of 2-4): the interleaved schedule marked
+# per chunk and priced by `pipeline` (11 s; 1F1B's marks feed whatif's job), `whatif` blaming
+# a slowed stage (13 s), and the wait analysis naming a host-bound rank on two agents (17 s).
+CURRENT_LEG_TESTS = (
+    "tests/e2e/test_pipeline.py::"
+    "test_virtual_stages_are_marked_per_chunk_and_priced_by_the_interleaved_theory",
+    "tests/e2e/test_whatif_pipeline.py::"
+    "test_a_slowed_stage_is_blamed_with_stage_imbalance_and_the_artifact_agrees",
+    "tests/e2e/test_waits_two_agents.py::"
+    "test_the_rank_the_other_waits_for_is_named_with_its_group_and_reason"
+    "[HARNESS_SLOW_FROM_ITER-1-host-bound]",
 )
 
 
 def in_current_leg(item):
     path = os.path.relpath(str(item.path), REPO).replace(os.sep, "/")
     name = getattr(item, "originalname", item.name)
-    return "current_megatron" in item.keywords or (
-        path in CURRENT_LEG_FILES and name not in CURRENT_LEG_LEFT_OUT)
+    return "current_megatron" in item.keywords or f"{path}::{item.name}" in CURRENT_LEG_TESTS \
+        or (path in CURRENT_LEG_FILES and name not in CURRENT_LEG_LEFT_OUT)
 
 
 def pytest_collection_modifyitems(config, items):

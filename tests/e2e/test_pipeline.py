@@ -10,7 +10,7 @@ import pytest
 from harness.launch import default_args, run_nodes
 from helpers.cli import run_cli
 from helpers.e2e import LAUNCHER, env_for, profile_flags, train
-from helpers.traces import manifest, torch_traces
+from helpers.traces import manifest, marks_by_step, torch_traces
 from mindspeed_prof.config import schedule_marks as sm
 
 pytestmark = pytest.mark.e2e
@@ -23,21 +23,6 @@ def pipeline_json(capsys, save, *extra):
     code, out, err = run_cli(capsys, "pipeline", str(save), "--json", *extra)
     assert code == 0, err
     return json.loads(out)
-
-
-def marks_by_step(trace):
-    """step -> [marks in start order] of one torch trace."""
-    with open(trace) as handle:
-        events = [e for e in json.load(handle)["traceEvents"] if e.get("ph") == "X"]
-    steps = sorted((e["ts"], e["ts"] + e["dur"], int(e["name"].split("#")[1])) for e in events
-                   if e["name"].startswith("ProfilerStep#"))
-    found = {}
-    for event in sorted(events, key=lambda e: e["ts"]):
-        mark = sm.parse(event["name"])
-        if mark is not None:
-            step = next(n for start, end, n in steps if start <= event["ts"] <= end)
-            found.setdefault(step, []).append(mark)
-    return found
 
 
 def run_pp2(tmp_path, *extra, train_iters=4, profile=True, **env):

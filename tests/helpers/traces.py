@@ -5,6 +5,8 @@ import json
 import os
 import re
 
+from mindspeed_prof.config import schedule_marks as sm
+
 STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
 
@@ -32,3 +34,18 @@ def manifest(directory, rank):
     if not found:
         raise FileNotFoundError(f"no profile_manifest_rank{rank}*.json in {directory}")
     return max(found, key=lambda item: item[:3])[3]
+
+
+def marks_by_step(trace):
+    """step -> [marks in start order] of one torch trace."""
+    with open(trace) as handle:
+        events = [e for e in json.load(handle)["traceEvents"] if e.get("ph") == "X"]
+    steps = sorted((e["ts"], e["ts"] + e["dur"], int(e["name"].split("#")[1])) for e in events
+                   if e["name"].startswith("ProfilerStep#"))
+    found = {}
+    for event in sorted(events, key=lambda e: e["ts"]):
+        mark = sm.parse(event["name"])
+        if mark is not None:
+            step = next(n for start, end, n in steps if start <= event["ts"] <= end)
+            found.setdefault(step, []).append(mark)
+    return found

@@ -52,26 +52,31 @@ def one_f_one_b(stages, microbatches, forward_us, backward_us):
 
 
 def pipeline_job(directory, stages=2, microbatches=4, steps=(3, 4), forward_us=None,
-                 backward_us=None, schedule=None, microbatch_marks=True):
+                 backward_us=None, schedule=None, microbatch_marks=True, timeline=None,
+                 chunks=1):
     """Torch traces and manifests of a PP=``stages`` job (one DP replica), one per rank
-    (``schedule``: the name the step's range carries, 1F1B's by default;
-    ``microbatch_marks=False``: a replaced schedule's steps, whose microbatches are unmarked)."""
+    (``schedule``: the name the step's range carries, 1F1B's by default, interleaved's with
+    ``chunks`` > 1; ``microbatch_marks=False``: a replaced schedule's steps, whose microbatches
+    are unmarked; ``timeline``: stage -> [(timer, mb, start, end, chunk)] of one step instead
+    of the 1F1B simulation, an interleaved schedule's with ``chunks`` virtual chunks)."""
     forward_us = forward_us or [1000.0] * stages
     backward_us = backward_us or [2000.0] * stages
     os.makedirs(directory, exist_ok=True)
-    timeline = one_f_one_b(stages, microbatches, forward_us, backward_us)
-    end = max(stop for ops in timeline.values() for *_, stop in ops)
+    timeline = timeline or one_f_one_b(stages, microbatches, forward_us, backward_us)
+    schedule = schedule or (sm.INTERLEAVED if chunks > 1 else sm.ONE_F_ONE_B)
+    end = max(op[3] for ops in timeline.values() for op in ops)
     for stage in range(stages):
         events, origin = [], 1_000_000.0
         for step in steps:
             events.append({"ph": "X", "name": f"ProfilerStep#{step}", "pid": 1, "tid": 1,
                            "ts": origin, "dur": end + 200.0})
-            outer = sm.name(sm.FORWARD_BACKWARD, stage, schedule=schedule or sm.ONE_F_ONE_B,
-                            stages=stages, chunks=1, microbatches=microbatches)
+            outer = sm.name(sm.FORWARD_BACKWARD, stage, schedule=schedule,
+                            stages=stages, chunks=chunks, microbatches=microbatches)
             events.append({"ph": "X", "name": outer, "pid": 1, "tid": 1, "ts": origin + 100.0,
                            "dur": end})
-            for timer, mb, start, stop in timeline[stage] if microbatch_marks else ():
-                events.append({"ph": "X", "name": sm.name(timer, stage, chunk=0, mb=mb),
+            for timer, mb, start, stop, *chunk in timeline[stage] if microbatch_marks else ():
+                events.append({"ph": "X", "name": sm.name(timer, stage, chunk=(chunk or [0])[0],
+                                                          mb=mb),
                                "pid": 1, "tid": 1, "ts": origin + 100.0 + start,
                                "dur": stop - start})
             origin += end + 1000.0

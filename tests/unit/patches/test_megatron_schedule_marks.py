@@ -136,3 +136,22 @@ def test_megatron_s_own_schedules_are_named_by_family_and_a_replacement_is_not()
     assert marks.family_of(sm.INTERLEAVED,
                            schedules.forward_backward_pipelining_with_interleaving) == "interleaved"
     assert marks.family_of(sm.ONE_F_ONE_B, schedule) == sm.REPLACED  # e.g. MindSpeed's DualPipeV
+
+
+def test_every_piece_the_marks_wrap_is_in_the_installed_megatron_core():
+    # A target the installed megatron-core lacks is skipped without a word when the patches are
+    # applied (a host without that module), so a release that moved one would lose its marks
+    # silently: both CI legs (0.16 and 0.19) hold every piece to its place here.
+    import importlib
+
+    from mindspeed_prof.patches.megatron_schedules import FAMILIES
+
+    targets = [target for target, _ in marks.shared_targets()]
+    expected = [marks.FORWARD_STEP, marks.BACKWARD_STEP,
+                *(f"{marks.P2P}.P2PCommunicator.{method}" for method in marks.P2P_CALLS),
+                f"{marks.DDP}.finish_grad_sync", f"{marks.DDP}.start_param_sync"]
+    assert [t for t in expected if t not in targets] == []
+    assert any(t.startswith(f"{marks.OPTIMIZERS}.") and t.endswith(".step") for t in targets)
+    for family in FAMILIES:
+        module, name = family.TARGET.rsplit(".", 1)
+        assert callable(getattr(importlib.import_module(module), name, None)), family.TARGET

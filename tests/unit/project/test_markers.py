@@ -12,8 +12,8 @@ import re
 
 import pytest
 
-from conftest import (CURRENT_LEG_FILES, CURRENT_LEG_LEFT_OUT, REPO, TESTS, TIMED_E2E_FILES,
-                      TIMED_GROUP, worker_scope)
+from conftest import (CURRENT_LEG_FILES, CURRENT_LEG_LEFT_OUT, CURRENT_LEG_TESTS, REPO, TESTS,
+                      TIMED_E2E_FILES, TIMED_GROUP, worker_scope)
 
 
 def _source(path):
@@ -195,6 +195,10 @@ def test_the_python_312_legs_files_and_the_tests_it_leaves_out_exist():
     for name in CURRENT_LEG_LEFT_OUT:
         assert any(re.search(rf"^def {re.escape(name)}\(", source, flags=re.M)
                    for source in sources), name
+    for test in CURRENT_LEG_TESTS:  # path::name[parameters]
+        path, name = test.split("::")
+        assert re.search(rf"^def {re.escape(name.split('[')[0])}\(",
+                         _source(os.path.join(REPO, path)), flags=re.M), test
 
 
 class _Item:

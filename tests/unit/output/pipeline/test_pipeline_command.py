@@ -33,6 +33,75 @@ def test_a_balanced_1f1b_pipeline_has_exactly_the_textbook_bubble_and_no_stall(t
     assert replica["holds_back"] is None
 
 
+def test_a_balanced_interleaved_pipeline_s_bubble_is_megatron_s_interleaved_bubble(
+        tmp_path, capsys):
+    # Megatron's interleaved order for p=2 stages, v=2 virtual chunks, m=2 microbatches, a
+    # forward of a chunk 1.5 ms, a backward 3 ms, every stage alike ((mb, chunk); each op starts
+    # when its stage is free and its input there: the previous chunk's forward, the next
+    # chunk's backward, in the model's chunk order s0c0 s1c0 s0c1 s1c1):
+    #   stage 0: F(0,0) 0-1.5  F(1,0) 1.5-3  F(0,1) 3-4.5  F(1,1) 4.5-6  B(0,1) 9-12
+    #            B(1,1) 13.5-16.5  B(0,0) 16.5-19.5  B(1,0) 19.5-22.5
+    #   stage 1: F(0,0) 1.5-3  F(1,0) 3-4.5  F(0,1) 4.5-6  B(0,1) 6-9  F(1,1) 9-10.5
+    #            B(1,1) 10.5-13.5  B(0,0) 13.5-16.5  B(1,0) 16.5-19.5
+    # Each stage computes 18 of the 22.5 ms: its bubble is 4.5 ms, (p-1) x (the stage's time per
+    # microbatch, 9 ms) / v, which is Megatron's interleaved bubble, (p-1)/(v x m) of the
+    # compute: 1/4; of the step, (p-1)/(v x m + p-1) = 1/5.
+    f, b = "forward-compute", "backward-compute"
+    timeline = {
+        0: [(f, 0, 0, 1.5, 0), (f, 1, 1.5, 3, 0), (f, 0, 3, 4.5, 1), (f, 1, 4.5, 6, 1),
+            (b, 0, 9, 12, 1), (b, 1, 13.5, 16.5, 1), (b, 0, 16.5, 19.5, 0),
+            (b, 1, 19.5, 22.5, 0)],
+        1: [(f, 0, 1.5, 3, 0), (f, 1, 3, 4.5, 0), (f, 0, 4.5, 6, 1), (b, 0, 6, 9, 1),
+            (f, 1, 9, 10.5, 1), (b, 1, 10.5, 13.5, 1), (b, 0, 13.5, 16.5, 0),
+            (b, 1, 16.5, 19.5, 0)]}
+    in_us = {s: [(t, mb, lo * 1000, hi * 1000, c) for t, mb, lo, hi, c in ops]
+             for s, ops in timeline.items()}
+    pipeline_job(tmp_path, stages=2, microbatches=2, timeline=in_us, chunks=2)
+    code, report = run_cli_json(capsys, "pipeline", tmp_path)
+    assert code == 0
+    assert (report["schedule"], report["virtual_chunks"], report["microbatches"]) == \
+        ("interleaved", 2, 2)
+    assert report["theory"] == pytest.approx(1 / 5)
+    (replica,) = report["replicas"]
+    for stage in replica["stages"]:
+        assert stage["bubble_ms"] == pytest.approx(4.5, abs=1e-3)
+        assert stage["bubble_ms"] / stage["compute_ms"] == pytest.approx(1 / 4, abs=1e-3)
+        assert stage["bubble"] == pytest.approx(stage["theory"], abs=1e-3)
+        assert stage["warmup_cooldown_ms"] == pytest.approx(4.5, abs=1e-3)
+        assert stage["stall_ms"] == pytest.approx(0.0, abs=1e-3)
+    assert replica["holds_back"] is None
+
+
+def test_an_interleaved_pipeline_s_warm_up_is_the_other_stages_time_per_microbatch_over_v(
+        tmp_path, capsys):
+    # The same order, stage 1 twice as slow (forward 2 ms, backward 4 ms; stage 0 1 and 2 ms):
+    #   stage 0: F(0,0) 0-1  F(1,0) 1-2  F(0,1) 3-4  F(1,1) 5-6  B(0,1) 11-13  B(1,1) 17-19
+    #            B(0,0) 21-23  B(1,0) 25-27
+    #   stage 1: F(0,0) 1-3  F(1,0) 3-5  F(0,1) 5-7  B(0,1) 7-11  F(1,1) 11-13  B(1,1) 13-17
+    #            B(0,0) 17-21  B(1,0) 21-25
+    # Stage 0 idles 15 of 27 ms; its warm-up/cool-down is stage 1's time per microbatch (12 ms
+    # through both chunks) / v = 6 ms, the other 9 ms it stalls waiting for stage 1. Stage 1
+    # idles 3 ms, stage 0's 6 ms / v: no stall.
+    f, b = "forward-compute", "backward-compute"
+    timeline = {
+        0: [(f, 0, 0, 1, 0), (f, 1, 1, 2, 0), (f, 0, 3, 4, 1), (f, 1, 5, 6, 1), (b, 0, 11, 13, 1),
+            (b, 1, 17, 19, 1), (b, 0, 21, 23, 0), (b, 1, 25, 27, 0)],
+        1: [(f, 0, 1, 3, 0), (f, 1, 3, 5, 0), (f, 0, 5, 7, 1), (b, 0, 7, 11, 1),
+            (f, 1, 11, 13, 1), (b, 1, 13, 17, 1), (b, 0, 17, 21, 0), (b, 1, 21, 25, 0)]}
+    in_us = {s: [(t, mb, lo * 1000, hi * 1000, c) for t, mb, lo, hi, c in ops]
+             for s, ops in timeline.items()}
+    pipeline_job(tmp_path, stages=2, microbatches=2, timeline=in_us, chunks=2)
+    code, report = run_cli_json(capsys, "pipeline", tmp_path)
+    assert code == 0
+    (replica,) = report["replicas"]
+    first, second = replica["stages"]
+    assert (first["bubble_ms"], first["warmup_cooldown_ms"], first["stall_ms"]) == \
+        pytest.approx((15.0, 6.0, 9.0), abs=1e-3)
+    assert (second["bubble_ms"], second["warmup_cooldown_ms"], second["stall_ms"]) == \
+        pytest.approx((3.0, 3.0, 0.0), abs=1e-3)
+    assert replica["holds_back"] == 1
+
+
 def test_a_slow_stage_is_named_and_its_peers_carry_the_stall(tmp_path, capsys):
     # stage 2's forward takes 3 ms, the others' 1 ms
     pipeline_job(tmp_path, stages=4, microbatches=8, forward_us=[1000, 1000, 3000, 1000])

@@ -5,7 +5,8 @@ on its three traces (data/trace-{SE,ST,AR}.parquet) S is within 1 % of its expec
 (data/result-*.json), the top op type, DP rank and stage are the same with values within 2 %,
 and M_W / M_S match its data/mw-*.json and data/ms-*.json. With STRAGGLER_ANALYSIS_PYTHON (a
 Python where its analyzer runs: pandas<2.2, numpy<2, pyarrow<16), its analyzer also runs,
-unchanged, on our export of a simulated capture and agrees with ``whatif``.
+unchanged, on our export of a simulated capture and agrees with ``whatif``, and on the
+hand-timed interleaved table gives the step times worked out by hand.
 """
 
 import json
@@ -15,7 +16,7 @@ import pytest
 
 from helpers.cli import run_cli
 from helpers.straggler_artifact import CHECKOUT, PYTHON, their_result
-from output_fixtures import whatif_job
+from output_fixtures import interleaved_job, whatif_job
 
 needs_checkout = pytest.mark.skipif(
     not CHECKOUT or not os.path.isdir(os.path.join(CHECKOUT or "", "data")),
@@ -65,3 +66,22 @@ def test_the_artifact_s_analyzer_runs_unchanged_on_our_export_and_agrees(tmp_pat
     assert ours["slowdown"] == pytest.approx(theirs["blocking_slowdown"], rel=0.01)
     expected = theirs["blocking_decompose_by_dp_rank"]
     assert top(ours["by_dp_rank"])[0] == max(expected, key=expected.get) == "1"
+
+
+@pytest.mark.slow  # the artifact's analyzer in its own interpreter
+@needs_checkout
+@pytest.mark.skipif(not PYTHON, reason="STRAGGLER_ANALYSIS_PYTHON names no Python where the "
+                                       "artifact's analyzer runs (pandas<2.2, numpy<2, pyarrow<16)")
+def test_the_artifact_s_analyzer_replays_the_hand_timed_interleaved_job_as_worked_out(tmp_path):
+    from mindspeed_prof.output.whatif.table import write_parquet
+
+    (tmp_path / "table").mkdir()
+    write_parquet(whatif_job.as_table(interleaved_job.ops(whole_step=True)),
+                  str(tmp_path / "table" / "trace-interleaved.parquet"))
+    (tmp_path / "table" / "meta-interleaved.yaml").write_text(interleaved_job.META_YAML)
+    theirs = their_result(tmp_path / "table", tmp_path / "theirs")
+    # tests/unit/output/whatif/test_model.py: 27 s as recorded, 22.5 s every op typical; with
+    # only stage 1 as recorded 28.5 s, only stage 0 21 s
+    assert theirs["blocking_slowdown"] == pytest.approx(27 / 22.5)
+    assert theirs["blocking_decompose_by_stage"] == pytest.approx({"1": 28.5 / 22.5,
+                                                                   "0": 21 / 22.5})
