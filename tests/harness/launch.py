@@ -295,6 +295,20 @@ def kill_job(process):
                 pass
 
 
+def run_to_end(command, env, cwd, timeout):
+    """``command`` run to its end, what it printed kept; past ``timeout`` it is killed whole
+    (:func:`kill_job`) and its ``returncode`` is None."""
+    process = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_job(process)
+        stdout, stderr = process.communicate()
+        return subprocess.CompletedProcess(command, None, stdout, stderr)
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
 def _launch(command_for, env, cwd, timeout, signal_job=None, nproc=1):
     """``_run(command_for(port))`` on a free port, again on another when it was taken."""
     return relaunched_while_port_taken(

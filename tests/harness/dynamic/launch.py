@@ -17,8 +17,8 @@ import time
 import urllib.error
 import urllib.request
 
-from harness.launch import (free_port, free_ports, kill_job, launcher, port_taken,
-                            relaunched_while_port_taken)
+from harness.launch import (free_port, free_ports, launcher, port_taken,
+                            relaunched_while_port_taken, run_to_end)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(os.path.dirname(HERE))
@@ -49,24 +49,9 @@ def torchrun(script, nproc, launcher_prefix=(), port=None):
 def _run_job(command_for, env, cwd, timeout):
     """``command_for(port)`` run to its end on a free master port, again on another when
     torchrun found it taken; a ``CompletedProcess`` whose ``returncode`` is None when it ran
-    past ``timeout``."""
-    return relaunched_while_port_taken(lambda: _run_once(command_for(free_port()), env, cwd,
-                                                         timeout))
-
-
-def _run_once(command, env, cwd, timeout):
-    # A job past its timeout is killed whole (torchrun and its ranks: subprocess.run's kill of
-    # torchrun alone left the ranks running on CI's two cores), and what it printed, the ranks'
-    # stack dumps included (offline_engine.py), is kept for the failure's message.
-    process = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill_job(process)
-        stdout, stderr = process.communicate()
-        return subprocess.CompletedProcess(command, None, stdout, stderr)
-    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+    past ``timeout`` (killed whole: the ranks' stack dumps, offline_engine.py, are kept)."""
+    return relaunched_while_port_taken(lambda: run_to_end(command_for(free_port()), env, cwd,
+                                                          timeout))
 
 
 def _serving(command_for, report_dir, nproc, env, ports=1):

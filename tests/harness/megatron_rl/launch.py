@@ -13,11 +13,10 @@ import glob
 import json
 import os
 import re
-import subprocess
 import time
 
 from harness.dynamic.launch import job_env, port_open, torchrun
-from harness.launch import free_port, kill_job, relaunched_while_port_taken
+from harness.launch import free_port, relaunched_while_port_taken, run_to_end
 from harness.real_megatron import overlay
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -112,14 +111,9 @@ def run_train_rl(work_dir, extra=(), launcher_prefix=()):
     def run_once():  # torchrun --nnodes 1 --node-rank 0 --master-addr 127.0.0.1 --master-port P
         command = [*torchrun(script, 1, launcher_prefix, free_port()), *TINY_RL, *extra]
         started = time.monotonic()
-        job = subprocess.Popen(command, env=env, cwd=work_dir, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True)
-        try:
-            stdout, stderr = job.communicate(timeout=TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            # a rank that raised leaves the front ends' threads alive: it never ends by itself
-            kill_job(job)
-            stdout, stderr = job.communicate()
+        # a rank that raised leaves the front ends' threads alive: it never ends by itself
+        job = run_to_end(command, env, work_dir, TIMEOUT_S)
+        stdout, stderr = job.stdout, job.stderr
         wall = time.monotonic() - started
         for _ in range(50):  # the front ends and the coordinator release the ports
             if not any(port_open(port) for port in PORTS):
