@@ -226,16 +226,38 @@ static inline int field_of(const unsigned char *k, size_t len) {
         if (k[0] == 'i' && k[1] == 'd') return F_ID;
         if (k[0] == 'b' && k[1] == 'p') return F_BP;
         return -1;
+    case 3:
+        if (k[0] == 'c' && k[1] == 'a' && k[2] == 't') return F_CAT;
+        if (k[0] == 'p' && k[1] == 'i' && k[2] == 'd') return F_PID;
+        if (k[0] == 't' && k[1] == 'i' && k[2] == 'd') return F_TID;
+        if (k[0] == 'd' && k[1] == 'u' && k[2] == 'r') return F_DUR;
+        if (k[0] == 't' && k[1] == 't' && k[2] == 's') return F_TTS;
+        if (k[0] == 'i' && k[1] == 'd' && k[2] == '2') return F_ID2;
+        return -1;
+    case 4:
+        if (memcmp(k, "name", 4) == 0) return F_NAME;
+        if (memcmp(k, "args", 4) == 0) return F_ARGS;
+        if (memcmp(k, "tdur", 4) == 0) return F_TDUR;
+        return -1;
+    case 5:
+        if (memcmp(k, "scope", 5) == 0) return F_SCOPE;
+        if (memcmp(k, "cname", 5) == 0) return F_CNAME;
+        return -1;
+    case 7:
+        if (memcmp(k, "bind_id", 7) == 0) return F_BIND_ID;
+        if (memcmp(k, "flow_in", 7) == 0) return F_FLOW_IN;
+        return -1;
+    case 8:
+        return memcmp(k, "flow_out", 8) == 0 ? F_FLOW_OUT : -1;
     default:
-        for (int f = 0; f < N_FIELDS; f++)
-            if (FIELD_LENS[f] == len && memcmp(FIELD_NAMES[f], k, len) == 0) return f;
         return -1;
     }
 }
 
 /* One event object at s->i, recorded in *r. */
 static int scan_event(Scan *s, Rec *r) {
-    memset(r, 0, sizeof(*r));
+    r->present = r->escaped = 0; /* off/len are read only where present */
+    r->odd = 0;
     r->start = (uint32_t)s->i;
     s->i++;
     skip_ws(s);
@@ -361,9 +383,15 @@ static inline int small_int(const unsigned char *t, size_t len, long long *v) {
     return 1;
 }
 
+static double parse_digits_double(const unsigned char *t, size_t len);
+
 /* A JSON number's text (a float or an integer) -> its double; 0 when it is neither. */
 static inline int number_text(const unsigned char *t, size_t len, double *v) {
     if (!len || !(t[0] == '-' || (t[0] >= '0' && t[0] <= '9'))) return 0;
+    int exponent = 0;
+    for (size_t i = 0; i < len; i++)
+        if (t[i] == 'e' || t[i] == 'E') exponent = 1;
+    if (!exponent) { *v = parse_digits_double(t, len); return 1; }
     char tmp[320];
     if (len >= sizeof tmp) return 0;
     memcpy(tmp, t, len);
@@ -390,7 +418,37 @@ static inline int plain_decimal(const unsigned char *t, size_t len, Py_ssize_t *
     return 1;
 }
 
+static const double POW10[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+                                  1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20,
+                                  1e21, 1e22};
+
+/* Digits with an optional dot (and sign) -> the correctly rounded double: an integer below
+ * 2**53 over an exact power of ten is one correctly rounded division (Clinger's fast path);
+ * anything else goes to strtod. */
 static double parse_digits_double(const unsigned char *t, size_t len) {
+    size_t i = 0;
+    int neg = 0, frac = -1;
+    unsigned long long m = 0;
+    if (len && t[0] == '-') { neg = 1; i = 1; }
+    if (len - i <= 17) {
+        size_t k;
+        for (k = i; k < len; k++) {
+            unsigned char c = t[k];
+            if (c >= '0' && c <= '9') {
+                m = m * 10 + (c - '0');
+                if (frac >= 0) frac++;
+            } else if (c == '.' && frac < 0) {
+                frac = 0;
+            } else {
+                break;
+            }
+        }
+        if (k == len && m < (1ULL << 53)) {
+            double v = (double)m;
+            if (frac > 0) v /= POW10[frac];
+            return neg ? -v : v;
+        }
+    }
     char tmp[320];
     if (len >= sizeof tmp) len = sizeof tmp - 1;
     memcpy(tmp, t, len);
@@ -422,7 +480,11 @@ static PyObject *simple_object(const unsigned char *t, size_t len, int present, 
     if (len == 5 && memcmp(t, "false", 5) == 0) Py_RETURN_FALSE;
     long long v;
     if (small_int(t, len, &v)) return PyLong_FromLongLong(v);
-    return NULL;
+    if (is_float_text(t, len) || t[0] == '[' || t[0] == '{' || len > 300) return NULL;
+    char tmp[320]; /* a longer integer (torch_npu's flow ids have 19 digits) */
+    memcpy(tmp, t, len);
+    tmp[len] = 0;
+    return PyLong_FromString(tmp, NULL, 10);
 }
 
 #define TID_CACHE 64
@@ -486,6 +548,9 @@ static PyObject *rewrite(PyObject *self, PyObject *args) {
     Out o = {NULL, 0, 0};
     PyObject *result = NULL;
     TidSlot cache[TID_CACHE];
+    char last_key[64];
+    size_t last_len = 0;
+    long long last_tid = 0;
     PyObject *cat_obj = NULL;
     const unsigned char *cat_text = NULL;
     size_t cat_len = 0;
@@ -662,7 +727,12 @@ static PyObject *rewrite(PyObject *self, PyObject *args) {
             char key[64];
             size_t klen = pl + tl + 2;
             unsigned slot = 0;
-            if (klen <= sizeof key) {
+            if (klen == last_len && klen <= sizeof key && last_key[0] == (char)pp &&
+                memcmp(last_key + 1, pt, pl) == 0 && last_key[1 + pl] == (char)(tp | 2) &&
+                memcmp(last_key + 2 + pl, tt, tl) == 0) {
+                tid = last_tid; /* the previous event's thread: most often */
+                found = 2;
+            } else if (klen <= sizeof key) {
                 key[0] = (char)pp;
                 memcpy(key + 1, pt, pl);
                 key[1 + pl] = (char)(tp | 2);
@@ -706,11 +776,21 @@ static PyObject *rewrite(PyObject *self, PyObject *args) {
                     cache[slot].used = 1;
                 }
             }
+            if (found != 2 && klen <= sizeof key) { /* key[] holds this event's key */
+                memcpy(last_key, key, klen);
+                last_len = klen;
+                last_tid = tid;
+            }
         }
         /* id, renumbered per capture, the rank's pid in the high bits */
         long long new_id = 0;
         int renumber = 0;
-        int with_ids = ph_char > 0 && strchr("stfbenSTFp", ph_char) != NULL;
+        int with_ids = 0;
+        switch (ph_char) {
+        case 's': case 't': case 'f': case 'b': case 'e': case 'n': case 'S': case 'T':
+        case 'F': case 'p': with_ids = 1; break;
+        default: break;
+        }
         if (with_ids && (r->present & (1u << F_ID)) && !is_null(b, r, F_ID)) {
             const unsigned char *it = b + r->off[F_ID];
             size_t il = r->len[F_ID];
