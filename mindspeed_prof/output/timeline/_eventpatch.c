@@ -98,8 +98,19 @@ static int scan_string(Scan *s, int *escaped) {
                     if (h < 0) return -1;
                     v = v * 16 + h;
                 }
-                if (v >= 0xD800 && v <= 0xDFFF) return -1; /* pairs too: rare, left to msgspec */
                 i += 6;
+                if (v >= 0xDC00 && v <= 0xDFFF) return -1; /* a lone low surrogate */
+                if (v >= 0xD800 && v <= 0xDBFF) { /* a high one: its low one must follow */
+                    if (i + 5 >= n || b[i] != '\\' || b[i + 1] != 'u') return -1;
+                    int w = 0;
+                    for (int k = 2; k < 6; k++) {
+                        int h = hexval(b[i + k]);
+                        if (h < 0) return -1;
+                        w = w * 16 + h;
+                    }
+                    if (w < 0xDC00 || w > 0xDFFF) return -1;
+                    i += 6;
+                }
             } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' ||
                        e == 'r' || e == 't') {
                 i += 2;
