@@ -359,8 +359,11 @@ static void put_round3(Out *o, double x) {
         int frac = (int)(N % 1000);
         o->p[o->n++] = '.';
         o->p[o->n++] = (char)('0' + frac / 100);
-        o->p[o->n++] = (char)('0' + frac / 10 % 10);
-        o->p[o->n++] = (char)('0' + frac % 10);
+        /* no trailing zeros (the same number, fewer bytes to compress): 12.5, 12.0 */
+        if (frac % 100) {
+            o->p[o->n++] = (char)('0' + frac / 10 % 10);
+            if (frac % 10) o->p[o->n++] = (char)('0' + frac % 10);
+        }
     } else {
         /* glibc prints the exact binary value rounded half to even, as Python's dtoa does */
         o->n += (size_t)snprintf(o->p + o->n, 64, "%.3f", x);
