@@ -9,8 +9,9 @@ regular (non-editable) install.
 """
 
 import os
+import sys
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
 PTH_FILE = "mindspeed_prof_autoload.pth"
@@ -48,6 +49,18 @@ TEST_COMMON = [
     # clean 3.12 leg without it crashed every dynamic-engine forward with a None call)
     "einops",
 ]
+
+
+# The timeline's event rewrite in C (mindspeed_prof/output/timeline/_eventpatch.c). Optional:
+# where no compiler is found the build goes on without it and `timeline` runs its Python path.
+# -ffp-contract=off: the rounding of ts (round(x, 3), as Python rounds) counts on each product
+# being rounded where the source rounds it, never fused by the compiler.
+EVENT_PATCH = Extension(
+    "mindspeed_prof.output.timeline._eventpatch",
+    sources=["mindspeed_prof/output/timeline/_eventpatch.c"],
+    extra_compile_args=[] if sys.platform == "win32" else ["-O2", "-ffp-contract=off"],
+    optional=True,
+)
 
 
 def read_version():
@@ -95,6 +108,7 @@ setup(
     ],
     package_data={"mindspeed_prof.autoload": [PTH_FILE]},
     cmdclass={"build_py": BuildWithAutoload},
+    ext_modules=[EVENT_PATCH],
     # pysimdjson, msgspec, pyarrow, numpy: the CLI's readers (check/summary); imported lazily,
     # never by the training side (tests/unit/project/test_layering.py)
     install_requires=["torch", "pyyaml", "pysimdjson>=5", "msgspec>=0.18", "pyarrow>=14",

@@ -4,7 +4,9 @@ The data is figure 5's series (``output_series``): the real Ascend samples grown
 asked, 8 ranks per GB, their tables hard-linked between ranks. At each size, ROUNDS
 interleaved rounds (the first side rotating) of, each with the cache it is meant to see:
 ``check --json`` with an empty cache; ``timeline DIR -o merged.json.gz`` with an empty cache;
-``timeline`` after that check (its steps' scans from the cache: the user's order); ``diff DIR
+``timeline`` after that check (its steps' scans from the cache: the user's order); where the C
+rewrite is built, the same ``timeline`` on its Python path (``MINDSPEED_PROF_PURE=1``, an empty
+cache), so that both columns come from the same rounds; ``diff DIR
 DIR --json`` with an empty cache (both sides the same files: the second from the cache the
 first filled, so it costs what one summary costs). Then one sampled run of each for peak
 memory (the largest PSS sum of the process tree). ``READERS_BASELINE=<checkout>`` adds that
@@ -29,6 +31,8 @@ import tempfile
 import time
 
 from mindspeed_prof.output.cache import RACY_SECONDS
+from mindspeed_prof.output.timeline import write
+from mindspeed_prof.output.timeline.write import PURE_ENV
 
 from .common import Row, clean_env, emit_rows, interleave_all
 from .output_data import folder_bytes, generate_many
@@ -61,6 +65,7 @@ def measure_size(tmp, gb, env, rounds, quick):
     out = os.path.join(tmp, "merged.json.gz")
     cmd = commands(data, out)
     base = baseline_env(env)  # $READERS_BASELINE's timeline (cache off), in the same rounds
+    native = write.native()  # built: its Python path (MINDSPEED_PROF_PURE=1) in every round too
     loads = load()
 
     def ours(i):
@@ -71,6 +76,11 @@ def measure_size(tmp, gb, env, rounds, quick):
                                                 cmd["timeline"])
         got["timeline"] = must_pass(timed(cmd["timeline"], with_cache(env, cold)),
                                     cmd["timeline"])
+        if native is not None:  # the same command on the Python path, its own empty cache
+            pure_cache = tempfile.mkdtemp(dir=tmp)
+            got["timeline_pure"] = must_pass(timed(cmd["timeline"], with_cache(
+                {**env, PURE_ENV: "1"}, pure_cache)), cmd["timeline"])
+            shutil.rmtree(pure_cache)
         if base is not None:
             got["timeline_baseline"] = must_pass(timed(cmd["timeline"], base), cmd["timeline"])
         shutil.rmtree(cold)
@@ -114,6 +124,9 @@ def rows_for(sizes):
         keys = (("timeline", "timeline (empty cache)"),
                 ("timeline_after_check", "timeline after check (steps from the cache)"),
                 ("diff", "diff DIR DIR (empty cache)"))
+        if "timeline_pure" in s["runs"][0]:
+            keys += (("timeline_pure", "timeline, Python path (MINDSPEED_PROF_PURE=1, empty "
+                                       "cache)"),)
         if "timeline_baseline" in s["runs"][0]:
             keys += (("timeline_baseline", "$READERS_BASELINE's timeline (no cache)"),)
         for key, what in keys:

@@ -9,7 +9,11 @@ named ``{process} · {thread}``. Timestamps are written as numbers (torch_npu wr
 which Perfetto mis-nests), shifted by the rank's offset; flow and async ids are renumbered per
 rank so that two ranks' ids never join.
 
-Events are decoded into a ``msgspec.Struct`` of the fields a viewer reads, ``args`` kept as the
+Where the C extension ``_eventpatch`` is built (``setup.py``; optional), a piece of events is
+rewritten in its bytes: pid/tid/ts/id written anew, the other fields a viewer reads copied byte
+for byte, every decision the same as ``_RankWriter._rewrite`` below (an event it does not
+decide itself comes back here, in its place). Otherwise, or with ``MINDSPEED_PROF_PURE=1``,
+events are decoded into a ``msgspec.Struct`` of the fields a viewer reads, ``args`` kept as the
 raw JSON text it was (never built into Python objects, written back as it came): 2.5x the
 events per second of dicts. Fields no viewer of the Chrome format reads are not written.
 """
@@ -34,6 +38,19 @@ PART_COPY_BYTES = 1 << 20
 COUNTS_SUFFIX = ".counts"
 COUNTED = ("events", "dropped_short", "dropped_outside", "unreadable")
 _EVENT_TYPES: Dict[str, Any] = {}
+PURE_ENV = "MINDSPEED_PROF_PURE"
+EXACT_FLOAT = 2 ** 53
+
+
+def native() -> Any:
+    """The C rewrite (``_eventpatch``), or None: not built, or ``MINDSPEED_PROF_PURE=1``."""
+    if os.environ.get(PURE_ENV, "") not in ("", "0"):
+        return None
+    try:
+        from . import _eventpatch  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _eventpatch
 
 
 def _types():
@@ -221,9 +238,14 @@ class _RankWriter:
         if not events:
             return
         body = self._types["encode"](events)[1:-1]  # the list's items, without its brackets
+        self._write_body(body, len(events))
+
+    def _write_body(self, body, count):
+        if not count:
+            return
         self._out.write(body if self._first else b",\n" + body)
         self._first = False
-        self.counts.events += len(events)
+        self.counts.events += count
 
     def rank(self, rank, name, files, shift, keep_steps, min_us):
         state = _Rank(pid=rank + 1, shift=shift, keep_steps=keep_steps, min_us=min_us)
@@ -238,14 +260,38 @@ class _RankWriter:
             except (refused, RecursionError):
                 raise ValueError("not an array of events") from None
 
+        patch = native()
         for path, base_ns, span in files:
-            for piece, batch in jsonstream.pieces(path, structs):
+            params = _native_params(state, base_ns, span, self.origin_us) if patch else None
+            validate = structs if params is None else \
+                self._patched(patch, params, state, base_ns, span, structs)
+            for piece, batch in jsonstream.pieces(path, validate):
                 if piece is None:
                     batch = self._as_structs(batch)
+                elif type(batch) is tuple:  # rewritten in C: (bytes, kept, counts...)
+                    self._write_body(batch[0], batch[1])
+                    self.counts.dropped_short += batch[2]
+                    self.counts.dropped_outside += batch[3]
+                    self.counts.unreadable += batch[4]
+                    continue
                 # within the piece: args are views of the reading buffer until the next piece
                 self._write(self._rewrite(batch, state, base_ns, span))
             state.ids.clear()  # a capture's ids are its own
         self._write(_thread_names(state))
+
+    def _patched(self, patch, params, state, base_ns, span, structs):
+        """The piece validator that rewrites in C: its result, or the piece's Structs where
+        the C code leaves the piece to this module (before it changed any state)."""
+        decode_one, encode = self._types["decode_one"], self._types["encode"]
+
+        def one(raw):  # an event the C code does not decide: here, in its place
+            kept = self._rewrite([decode_one(raw)], state, base_ns, span)
+            return encode(kept[0]) if kept else None
+
+        def validate(array):
+            done = patch.rewrite(array, params, state.tids, state.ids, state, one)
+            return structs(array) if done is None else done
+        return validate
 
     def _as_structs(self, events):
         """Dicts decoded one by one (a piece cut inside a value) as Structs, through their
@@ -352,6 +398,32 @@ class _RankWriter:
                     event.id = number
             kept.append(event)
         return kept
+
+def _native_params(state, base_ns, span, origin):
+    """What the C rewrite is given, as doubles and int64s; None where one of them is not held
+    exactly (the Python path compares ints and floats exactly)."""
+    shift = state.shift + (base_ns - origin * 1000) / 1000.0
+    exact_shift = state.shift + base_ns / 1000.0
+    if span:
+        lo, hi = span
+        bounds = [lo, hi, lo - origin, hi - origin]
+    else:
+        bounds = [0.0, 0.0, 0.0, 0.0]
+    for value in bounds:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        if isinstance(value, int) and not -EXACT_FLOAT <= value <= EXACT_FLOAT:
+            return None
+    steps = state.keep_steps
+    if steps and not all(type(n) is int and abs(n) < 2 ** 62 for n in steps):
+        return None
+    if type(origin) is not int or not -2 ** 62 < origin < 2 ** 62 or \
+            type(state.pid) is not int or not 0 <= state.pid < 2 ** 30:
+        return None
+    return (state.pid, float(shift), float(exact_shift), origin, bool(span),
+            *(float(v) for v in bounds), bool(steps), *(steps if steps else (0, 0)),
+            float(state.min_us))
+
 
 def _meta(kind, pid, tid, **args):
     return {"ph": "M", "name": kind, "pid": pid, "tid": tid, "args": args}

@@ -73,6 +73,8 @@ def test_training_side_imports_none_of_the_readers_parsers():
         "activate(['--profile'], by='test')")
     assert "mindspeed_prof.manager" in modules
     assert [m for m in modules if m.split(".")[0] in READER_LIBRARIES] == []
+    # nor the readers themselves, the timeline's C extension among them
+    assert [m for m in modules if m.startswith("mindspeed_prof.output.timeline")] == []
 
 
 def test_the_readers_do_import_their_parsers_so_the_check_above_can_fail():

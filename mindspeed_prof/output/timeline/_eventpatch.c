@@ -1,0 +1,919 @@
+/* The timeline's event rewrite at byte level (write.py's _RankWriter._rewrite, in C).
+ *
+ * rewrite(array, params, tids, ids, state, fallback) takes the bytes of one JSON array of
+ * events (a piece of a trace, read/jsonstream.py) and returns the kept events, rewritten and
+ * separated by commas, with the counts: (bytes, kept, dropped_short, dropped_outside,
+ * unreadable). Each event's top-level keys are tokenised; the values of the fields a viewer
+ * reads are copied byte for byte, pid/tid/ts/id written anew, every other key left out.
+ *
+ * Two passes. The first checks that the piece is strict JSON that msgspec decodes to the same
+ * values (an array of objects, valid UTF-8, no lone surrogate escape, no number out of a
+ * double's range) and records where each event's fields lie; anything else returns None
+ * before any state changed, and write.py decodes that piece as it always did. The second
+ * decides and writes. An event it does not decide itself (an "M" event, a value with an
+ * escape where the value is read, a float pid, a 19-digit integer...) goes to `fallback`
+ * (write.py decodes it and runs _rewrite on it), in its place, so the thread and id maps are
+ * filled in the same order as the Python path fills them.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The Struct's fields, in its order (write.py _types: the order msgspec writes them). */
+enum {
+    F_PH, F_NAME, F_CAT, F_PID, F_TID, F_TS, F_DUR, F_TTS, F_TDUR, F_ID, F_ID2, F_BP, F_S,
+    F_SCOPE, F_CNAME, F_BIND_ID, F_FLOW_IN, F_FLOW_OUT, F_ARGS, N_FIELDS
+};
+static const char *FIELD_NAMES[N_FIELDS] = {
+    "ph", "name", "cat", "pid", "tid", "ts", "dur", "tts", "tdur", "id", "id2", "bp", "s",
+    "scope", "cname", "bind_id", "flow_in", "flow_out", "args"};
+static size_t FIELD_LENS[N_FIELDS];
+
+#define MAX_DEPTH 64
+#define TIME_BOUND 1e18
+#define INT_BOUND 1000000000000000000LL /* 1e18 */
+#define EXACT_INT (1LL << 53)
+#define STEP_PREFIX "ProfilerStep#"
+#define STEP_PREFIX_LEN 13
+
+typedef struct {
+    uint32_t start, end;       /* the object's bytes, braces included */
+    uint32_t off[N_FIELDS];    /* each field's value */
+    uint32_t len[N_FIELDS];
+    uint32_t present;          /* bit per field */
+    uint32_t escaped;          /* bit per field: a string value with a backslash */
+    int odd;                   /* a duplicate field or a key with an escape */
+} Rec;
+
+typedef struct {
+    const unsigned char *b;
+    Py_ssize_t n, i;
+    int bad;
+} Scan;
+
+/* ---------- pass 1: strict JSON ---------- */
+
+static unsigned char STR_PLAIN[256]; /* 1: a byte that needs no attention inside a string */
+
+static inline void skip_ws(Scan *s) {
+    while (s->i < s->n) {
+        unsigned char c = s->b[s->i];
+        if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
+            s->i++;
+        else
+            break;
+    }
+}
+
+static inline int hexval(unsigned char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* A string at s->i (its quote); sets *escaped. 0, or -1 where msgspec might not read it as
+ * json does (invalid JSON, bad UTF-8, a surrogate escape). */
+static int scan_string(Scan *s, int *escaped) {
+    const unsigned char *b = s->b;
+    Py_ssize_t i = s->i + 1, n = s->n;
+    for (;;) {
+        while (i < n && STR_PLAIN[b[i]]) i++;
+        if (i >= n) return -1;
+        unsigned char c = b[i];
+        if (c == '"') { s->i = i + 1; return 0; }
+        if (c == '\\') {
+            *escaped = 1;
+            if (i + 1 >= n) return -1;
+            unsigned char e = b[i + 1];
+            if (e == 'u') {
+                if (i + 5 >= n) return -1;
+                int v = 0;
+                for (int k = 2; k < 6; k++) {
+                    int h = hexval(b[i + k]);
+                    if (h < 0) return -1;
+                    v = v * 16 + h;
+                }
+                i += 6;
+                if (v >= 0xDC00 && v <= 0xDFFF) return -1; /* a lone low surrogate */
+                if (v >= 0xD800 && v <= 0xDBFF) { /* a high one: its low one must follow */
+                    if (i + 5 >= n || b[i] != '\\' || b[i + 1] != 'u') return -1;
+                    int w = 0;
+                    for (int k = 2; k < 6; k++) {
+                        int h = hexval(b[i + k]);
+                        if (h < 0) return -1;
+                        w = w * 16 + h;
+                    }
+                    if (w < 0xDC00 || w > 0xDFFF) return -1;
+                    i += 6;
+                }
+            } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' ||
+                       e == 'r' || e == 't') {
+                i += 2;
+            } else {
+                return -1;
+            }
+            continue;
+        }
+        if (c < 0x20) return -1;
+        /* UTF-8, strictly (no overlong forms, no surrogates, nothing past U+10FFFF) */
+        if (c >= 0xC2 && c <= 0xDF) {
+            if (i + 1 >= n || (b[i + 1] & 0xC0) != 0x80) return -1;
+            i += 2;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            if (i + 2 >= n) return -1;
+            unsigned char c1 = b[i + 1], c2 = b[i + 2];
+            if ((c1 & 0xC0) != 0x80 || (c2 & 0xC0) != 0x80) return -1;
+            if (c == 0xE0 && c1 < 0xA0) return -1;
+            if (c == 0xED && c1 >= 0xA0) return -1;
+            i += 3;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            if (i + 3 >= n) return -1;
+            unsigned char c1 = b[i + 1], c2 = b[i + 2], c3 = b[i + 3];
+            if ((c1 & 0xC0) != 0x80 || (c2 & 0xC0) != 0x80 || (c3 & 0xC0) != 0x80) return -1;
+            if (c == 0xF0 && c1 < 0x90) return -1;
+            if (c == 0xF4 && c1 >= 0x90) return -1;
+            i += 4;
+        } else {
+            return -1;
+        }
+    }
+}
+
+static int scan_number(Scan *s) {
+    const unsigned char *b = s->b;
+    Py_ssize_t i = s->i, n = s->n, start = s->i;
+    int exp = 0;
+    if (i < n && b[i] == '-') i++;
+    if (i >= n) return -1;
+    if (b[i] == '0') {
+        i++;
+    } else if (b[i] >= '1' && b[i] <= '9') {
+        while (i < n && b[i] >= '0' && b[i] <= '9') i++;
+    } else {
+        return -1;
+    }
+    if (i < n && b[i] == '.') {
+        i++;
+        if (i >= n || b[i] < '0' || b[i] > '9') return -1;
+        while (i < n && b[i] >= '0' && b[i] <= '9') i++;
+    }
+    if (i < n && (b[i] == 'e' || b[i] == 'E')) {
+        exp = 1;
+        i++;
+        if (i < n && (b[i] == '+' || b[i] == '-')) i++;
+        if (i >= n || b[i] < '0' || b[i] > '9') return -1;
+        while (i < n && b[i] >= '0' && b[i] <= '9') i++;
+    }
+    if (i - start > 300) return -1; /* past what every decoder reads alike */
+    if (exp) { /* out of a double's range: msgspec refuses it */
+        char tmp[320];
+        memcpy(tmp, b + start, i - start);
+        tmp[i - start] = 0;
+        double v = strtod(tmp, NULL);
+        if (isinf(v)) return -1;
+    }
+    s->i = i;
+    return 0;
+}
+
+static int scan_value(Scan *s, int depth, int *escaped);
+
+static int scan_literal(Scan *s, const char *word, size_t len) {
+    if (s->i + (Py_ssize_t)len > s->n || memcmp(s->b + s->i, word, len) != 0) return -1;
+    s->i += len;
+    return 0;
+}
+
+static int scan_container(Scan *s, int depth) {
+    unsigned char open = s->b[s->i];
+    unsigned char close = open == '{' ? '}' : ']';
+    int esc = 0;
+    if (depth > MAX_DEPTH) return -1;
+    s->i++;
+    skip_ws(s);
+    if (s->i < s->n && s->b[s->i] == close) { s->i++; return 0; }
+    for (;;) {
+        skip_ws(s);
+        if (open == '{') {
+            if (s->i >= s->n || s->b[s->i] != '"') return -1;
+            if (scan_string(s, &esc) < 0) return -1;
+            skip_ws(s);
+            if (s->i >= s->n || s->b[s->i] != ':') return -1;
+            s->i++;
+            skip_ws(s);
+        }
+        if (scan_value(s, depth + 1, &esc) < 0) return -1;
+        skip_ws(s);
+        if (s->i >= s->n) return -1;
+        if (s->b[s->i] == ',') { s->i++; continue; }
+        if (s->b[s->i] == close) { s->i++; return 0; }
+        return -1;
+    }
+}
+
+static int scan_value(Scan *s, int depth, int *escaped) {
+    if (s->i >= s->n) return -1;
+    switch (s->b[s->i]) {
+    case '"': return scan_string(s, escaped);
+    case '{': case '[': return scan_container(s, depth);
+    case 't': return scan_literal(s, "true", 4);
+    case 'f': return scan_literal(s, "false", 5);
+    case 'n': return scan_literal(s, "null", 4);
+    default: return scan_number(s);
+    }
+}
+
+static inline int field_of(const unsigned char *k, size_t len) {
+    switch (len) {
+    case 1: return k[0] == 's' ? F_S : -1;
+    case 2:
+        if (k[0] == 'p' && k[1] == 'h') return F_PH;
+        if (k[0] == 't' && k[1] == 's') return F_TS;
+        if (k[0] == 'i' && k[1] == 'd') return F_ID;
+        if (k[0] == 'b' && k[1] == 'p') return F_BP;
+        return -1;
+    case 3:
+        if (k[0] == 'c' && k[1] == 'a' && k[2] == 't') return F_CAT;
+        if (k[0] == 'p' && k[1] == 'i' && k[2] == 'd') return F_PID;
+        if (k[0] == 't' && k[1] == 'i' && k[2] == 'd') return F_TID;
+        if (k[0] == 'd' && k[1] == 'u' && k[2] == 'r') return F_DUR;
+        if (k[0] == 't' && k[1] == 't' && k[2] == 's') return F_TTS;
+        if (k[0] == 'i' && k[1] == 'd' && k[2] == '2') return F_ID2;
+        return -1;
+    case 4:
+        if (memcmp(k, "name", 4) == 0) return F_NAME;
+        if (memcmp(k, "args", 4) == 0) return F_ARGS;
+        if (memcmp(k, "tdur", 4) == 0) return F_TDUR;
+        return -1;
+    case 5:
+        if (memcmp(k, "scope", 5) == 0) return F_SCOPE;
+        if (memcmp(k, "cname", 5) == 0) return F_CNAME;
+        return -1;
+    case 7:
+        if (memcmp(k, "bind_id", 7) == 0) return F_BIND_ID;
+        if (memcmp(k, "flow_in", 7) == 0) return F_FLOW_IN;
+        return -1;
+    case 8:
+        return memcmp(k, "flow_out", 8) == 0 ? F_FLOW_OUT : -1;
+    default:
+        return -1;
+    }
+}
+
+/* One event object at s->i, recorded in *r. */
+static int scan_event(Scan *s, Rec *r) {
+    r->present = r->escaped = 0; /* off/len are read only where present */
+    r->odd = 0;
+    r->start = (uint32_t)s->i;
+    s->i++;
+    skip_ws(s);
+    if (s->i < s->n && s->b[s->i] == '}') { s->i++; r->end = (uint32_t)s->i; return 0; }
+    for (;;) {
+        int kesc = 0, vesc = 0;
+        skip_ws(s);
+        if (s->i >= s->n || s->b[s->i] != '"') return -1;
+        Py_ssize_t kstart = s->i + 1;
+        if (scan_string(s, &kesc) < 0) return -1;
+        Py_ssize_t kend = s->i - 1;
+        skip_ws(s);
+        if (s->i >= s->n || s->b[s->i] != ':') return -1;
+        s->i++;
+        skip_ws(s);
+        Py_ssize_t vstart = s->i;
+        if (scan_value(s, 2, &vesc) < 0) return -1;
+        if (kesc) {
+            r->odd = 1; /* the key is read only by msgspec */
+        } else {
+            int f = field_of(s->b + kstart, (size_t)(kend - kstart));
+            if (f >= 0) {
+                if (r->present & (1u << f)) r->odd = 1; /* duplicates: msgspec keeps the last */
+                r->present |= 1u << f;
+                r->off[f] = (uint32_t)vstart;
+                r->len[f] = (uint32_t)(s->i - vstart);
+                if (vesc) r->escaped |= 1u << f;
+            }
+        }
+        skip_ws(s);
+        if (s->i >= s->n) return -1;
+        if (s->b[s->i] == ',') { s->i++; continue; }
+        if (s->b[s->i] == '}') { s->i++; r->end = (uint32_t)s->i; return 0; }
+        return -1;
+    }
+}
+
+/* ---------- pass 2: decide and write ---------- */
+
+typedef struct {
+    char *p;
+    size_t n, cap;
+} Out;
+
+static int out_grow(Out *o, size_t more) {
+    if (o->n + more <= o->cap) return 0;
+    size_t cap = o->cap ? o->cap : 1 << 16;
+    while (cap < o->n + more) cap *= 2;
+    char *p = realloc(o->p, cap);
+    if (!p) { PyErr_NoMemory(); return -1; }
+    o->p = p;
+    o->cap = cap;
+    return 0;
+}
+
+static inline void put(Out *o, const void *data, size_t len) {
+    memcpy(o->p + o->n, data, len);
+    o->n += len;
+}
+
+static inline void put_int(Out *o, long long v) {
+    char tmp[24];
+    int k = 0;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    if (v < 0) o->p[o->n++] = '-';
+    do { tmp[k++] = (char)('0' + u % 10); u /= 10; } while (u);
+    while (k) o->p[o->n++] = tmp[--k];
+}
+
+/* round(x, 3) as Python rounds (the exact binary value to the nearest thousandth, ties to
+ * even), written as text that reads back as that same double. */
+static void put_round3(Out *o, double x) {
+    double a = fabs(x);
+    if (a < 1e12) {
+        /* x * 1000 exactly = p + err (fma); p < 2**50, so floor(p), p - n and the tie test
+         * below are exact */
+        double p = a * 1000.0;
+        double err = fma(a, 1000.0, -p);
+        double n = floor(p);
+        double d = (p - n) - 0.5;
+        int up;
+        if (d > -err) up = 1;
+        else if (d < -err) up = 0;
+        else up = fmod(n, 2.0) != 0.0;
+        long long N = (long long)n + up;
+        if (signbit(x)) o->p[o->n++] = '-';
+        put_int(o, N / 1000);
+        int frac = (int)(N % 1000);
+        o->p[o->n++] = '.';
+        o->p[o->n++] = (char)('0' + frac / 100);
+        /* no trailing zeros (the same number, fewer bytes to compress): 12.5, 12.0 */
+        if (frac % 100) {
+            o->p[o->n++] = (char)('0' + frac / 10 % 10);
+            if (frac % 10) o->p[o->n++] = (char)('0' + frac % 10);
+        }
+    } else {
+        /* glibc prints the exact binary value rounded half to even, as Python's dtoa does */
+        o->n += (size_t)snprintf(o->p + o->n, 64, "%.3f", x);
+    }
+}
+
+/* A double as text that reads back as it (the shortest of 15, 16, 17 digits that does). */
+static void put_double(Out *o, double v) {
+    char tmp[40];
+    for (int digits = 15; digits <= 17; digits++) {
+        snprintf(tmp, sizeof tmp, "%.*g", digits, v);
+        if (strtod(tmp, NULL) == v || digits == 17) break;
+    }
+    size_t len = strlen(tmp);
+    put(o, tmp, len);
+    if (!strpbrk(tmp, ".eEn")) put(o, ".0", 2); /* a float stays a float */
+}
+
+/* A JSON integer of at most 18 digits (no fraction, no exponent) -> 1 and *v; else 0. */
+static inline int small_int(const unsigned char *t, size_t len, long long *v) {
+    size_t i = 0;
+    int neg = 0;
+    if (len && t[0] == '-') { neg = 1; i = 1; }
+    if (i >= len || len - i > 18) return 0;
+    long long acc = 0;
+    for (; i < len; i++) {
+        if (t[i] < '0' || t[i] > '9') return 0;
+        acc = acc * 10 + (t[i] - '0');
+    }
+    *v = neg ? -acc : acc;
+    return 1;
+}
+
+static double parse_digits_double(const unsigned char *t, size_t len);
+
+/* A JSON number's text (a float or an integer) -> its double; 0 when it is neither. */
+static inline int number_text(const unsigned char *t, size_t len, double *v) {
+    if (!len || !(t[0] == '-' || (t[0] >= '0' && t[0] <= '9'))) return 0;
+    int exponent = 0;
+    for (size_t i = 0; i < len; i++)
+        if (t[i] == 'e' || t[i] == 'E') exponent = 1;
+    if (!exponent) { *v = parse_digits_double(t, len); return 1; }
+    char tmp[320];
+    if (len >= sizeof tmp) return 0;
+    memcpy(tmp, t, len);
+    tmp[len] = 0;
+    *v = strtod(tmp, NULL);
+    return 1;
+}
+
+static inline int is_float_text(const unsigned char *t, size_t len) {
+    for (size_t i = 0; i < len; i++)
+        if (t[i] == '.' || t[i] == 'e' || t[i] == 'E') return 1;
+    return 0;
+}
+
+/* Plain decimal digits with at most one dot between digits: "1704161511420289.011". */
+static inline int plain_decimal(const unsigned char *t, size_t len, Py_ssize_t *dot) {
+    *dot = -1;
+    if (!len) return 0;
+    for (size_t i = 0; i < len; i++) {
+        if (t[i] >= '0' && t[i] <= '9') continue;
+        if (t[i] == '.' && *dot < 0 && i > 0 && i + 1 < len) { *dot = (Py_ssize_t)i; continue; }
+        return 0;
+    }
+    return 1;
+}
+
+static const double POW10[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+                                  1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20,
+                                  1e21, 1e22};
+
+/* Digits with an optional dot (and sign) -> the correctly rounded double: an integer below
+ * 2**53 over an exact power of ten is one correctly rounded division (Clinger's fast path);
+ * anything else goes to strtod. */
+static double parse_digits_double(const unsigned char *t, size_t len) {
+    size_t i = 0;
+    int neg = 0, frac = -1;
+    unsigned long long m = 0;
+    if (len && t[0] == '-') { neg = 1; i = 1; }
+    if (len - i <= 17) {
+        size_t k;
+        for (k = i; k < len; k++) {
+            unsigned char c = t[k];
+            if (c >= '0' && c <= '9') {
+                m = m * 10 + (c - '0');
+                if (frac >= 0) frac++;
+            } else if (c == '.' && frac < 0) {
+                frac = 0;
+            } else {
+                break;
+            }
+        }
+        if (k == len && m < (1ULL << 53)) {
+            double v = (double)m;
+            if (frac > 0) v /= POW10[frac];
+            return neg ? -v : v;
+        }
+    }
+    char tmp[320];
+    if (len >= sizeof tmp) len = sizeof tmp - 1;
+    memcpy(tmp, t, len);
+    tmp[len] = 0;
+    return strtod(tmp, NULL);
+}
+
+typedef struct {
+    long long pid;        /* the rank's process id */
+    double shift;         /* numeric ts: + shift */
+    double exact_shift;   /* text ts (origin already taken off): + exact_shift */
+    long long origin;
+    int has_span;
+    double lo, hi, lo_text, hi_text;
+    int has_steps;
+    long long step_lo, step_hi;
+    double min_us;
+} Params;
+
+/* A pid, tid, cat or id value as the Python object msgspec gives; NULL and no error: not a
+ * kind decided here. (A new reference.) */
+static PyObject *simple_object(const unsigned char *t, size_t len, int present, int escaped) {
+    if (!present || (len == 4 && memcmp(t, "null", 4) == 0)) Py_RETURN_NONE;
+    if (t[0] == '"') {
+        if (escaped) return NULL;
+        return PyUnicode_DecodeUTF8((const char *)t + 1, (Py_ssize_t)len - 2, "strict");
+    }
+    if (len == 4 && memcmp(t, "true", 4) == 0) Py_RETURN_TRUE;
+    if (len == 5 && memcmp(t, "false", 5) == 0) Py_RETURN_FALSE;
+    long long v;
+    if (small_int(t, len, &v)) return PyLong_FromLongLong(v);
+    if (is_float_text(t, len) || t[0] == '[' || t[0] == '{' || len > 300) return NULL;
+    char tmp[320]; /* a longer integer (torch_npu's flow ids have 19 digits) */
+    memcpy(tmp, t, len);
+    tmp[len] = 0;
+    return PyLong_FromString(tmp, NULL, 10);
+}
+
+#define TID_CACHE 64
+typedef struct {
+    char key[64];
+    size_t len;
+    int used;
+    long long tid;
+} TidSlot;
+
+static PyObject *fallback_event(PyObject *fallback, PyObject *state, long long *next_id,
+                                const unsigned char *b, Rec *r, Out *o, int *first,
+                                Py_ssize_t *kept) {
+    PyObject *nid = PyLong_FromLongLong(*next_id);
+    if (!nid || PyObject_SetAttrString(state, "next_id", nid) < 0) { Py_XDECREF(nid); return NULL; }
+    Py_DECREF(nid);
+    PyObject *raw = PyBytes_FromStringAndSize((const char *)b + r->start, r->end - r->start);
+    if (!raw) return NULL;
+    PyObject *res = PyObject_CallOneArg(fallback, raw);
+    Py_DECREF(raw);
+    if (!res) return NULL;
+    nid = PyObject_GetAttrString(state, "next_id");
+    if (!nid) { Py_DECREF(res); return NULL; }
+    *next_id = PyLong_AsLongLong(nid);
+    Py_DECREF(nid);
+    if (*next_id == -1 && PyErr_Occurred()) { Py_DECREF(res); return NULL; }
+    if (res != Py_None) {
+        char *data;
+        Py_ssize_t size;
+        if (PyBytes_AsStringAndSize(res, &data, &size) < 0) { Py_DECREF(res); return NULL; }
+        if (out_grow(o, (size_t)size + 2) < 0) { Py_DECREF(res); return NULL; }
+        if (!*first) o->p[o->n++] = ',';
+        *first = 0;
+        put(o, data, (size_t)size);
+        (*kept)++;
+    }
+    return res;
+}
+
+static inline int is_null(const unsigned char *b, Rec *r, int f) {
+    return r->len[f] == 4 && memcmp(b + r->off[f], "null", 4) == 0;
+}
+
+static PyObject *rewrite(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    PyObject *params_obj, *tids, *ids, *state, *fallback;
+    if (!PyArg_ParseTuple(args, "y*OO!O!OO", &view, &params_obj, &PyDict_Type, &tids,
+                          &PyDict_Type, &ids, &state, &fallback))
+        return NULL;
+    Params P;
+    if (!PyArg_ParseTuple(params_obj, "LddLpddddpLLd", &P.pid, &P.shift, &P.exact_shift,
+                          &P.origin, &P.has_span, &P.lo, &P.hi, &P.lo_text, &P.hi_text,
+                          &P.has_steps, &P.step_lo, &P.step_hi, &P.min_us)) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    const unsigned char *b = view.buf;
+    Scan s = {b, view.len, 0, 0};
+    Rec *recs = NULL;
+    size_t nrec = 0, caprec = 0;
+    Out o = {NULL, 0, 0};
+    PyObject *result = NULL;
+    TidSlot cache[TID_CACHE];
+    char last_key[64];
+    size_t last_len = 0;
+    long long last_tid = 0;
+    PyObject *cat_obj = NULL;
+    const unsigned char *cat_text = NULL;
+    size_t cat_len = 0;
+    memset(cache, 0, sizeof cache);
+
+    if (view.len > 0xFFFFFFF0) goto decline;
+    /* pass 1 */
+    skip_ws(&s);
+    if (s.i >= s.n || b[s.i] != '[') goto decline;
+    s.i++;
+    skip_ws(&s);
+    if (s.i < s.n && b[s.i] == ']') {
+        s.i++;
+    } else {
+        for (;;) {
+            skip_ws(&s);
+            if (s.i >= s.n || b[s.i] != '{') goto decline; /* not an object: msgspec refuses */
+            if (nrec == caprec) {
+                caprec = caprec ? caprec * 2 : 1024;
+                Rec *grown = realloc(recs, caprec * sizeof(Rec));
+                if (!grown) { PyErr_NoMemory(); goto done; }
+                recs = grown;
+            }
+            if (scan_event(&s, &recs[nrec]) < 0) goto decline;
+            nrec++;
+            skip_ws(&s);
+            if (s.i >= s.n) goto decline;
+            if (b[s.i] == ',') { s.i++; continue; }
+            if (b[s.i] == ']') { s.i++; break; }
+            goto decline;
+        }
+    }
+    skip_ws(&s);
+    if (s.i != s.n) goto decline;
+
+    /* pass 2 */
+    PyObject *nid_obj = PyObject_GetAttrString(state, "next_id");
+    if (!nid_obj) goto done;
+    long long next_id = PyLong_AsLongLong(nid_obj);
+    Py_DECREF(nid_obj);
+    if (next_id == -1 && PyErr_Occurred()) goto done;
+    Py_ssize_t kept = 0, short_ = 0, outside = 0, unreadable = 0;
+    int first = 1;
+    if (out_grow(&o, view.len + 1024) < 0) goto done;
+
+    for (size_t e = 0; e < nrec; e++) {
+        Rec *r = &recs[e];
+        const unsigned char *ph = b + r->off[F_PH];
+        size_t phlen = (r->present & (1u << F_PH)) ? r->len[F_PH] : 0;
+        int ph_char = 0; /* the one-letter ph, 0 where absent, null or not a string */
+        if (r->odd) goto python;
+        if (phlen) {
+            if (ph[0] == '"') {
+                if (r->escaped & (1u << F_PH)) goto python;
+                if (phlen == 3) ph_char = ph[1];
+                else ph_char = -1; /* a string of another length */
+            } else if (ph[0] == '[' || ph[0] == '{') {
+                goto python; /* `in WITH_IDS` of a list: whatever Python does */
+            }
+        }
+        if (ph_char == 'M') goto python;
+
+        /* ts */
+        double out_ts;
+        if (!(r->present & (1u << F_TS))) { unreadable++; continue; }
+        {
+            const unsigned char *t = b + r->off[F_TS];
+            size_t len = r->len[F_TS];
+            if (t[0] == '"') {
+                if (r->escaped & (1u << F_TS)) goto python;
+                Py_ssize_t dot;
+                if (!plain_decimal(t + 1, len - 2, &dot)) goto python;
+                const unsigned char *d = t + 1;
+                size_t dlen = len - 2;
+                Py_ssize_t cut = (dot >= 0 ? dot : (Py_ssize_t)dlen) - 9;
+                double ts = 0;
+                if (cut > 0) {
+                    if (cut > 9) goto python; /* a head past int64's reach */
+                    long long head = 0;
+                    for (Py_ssize_t k = 0; k < cut; k++) head = head * 10 + (d[k] - '0');
+                    long long head_us = head * 1000000000LL - P.origin;
+                    ts = (double)head_us + parse_digits_double(d + cut, dlen - (size_t)cut);
+                } else {
+                    if (dlen > 300) goto python;
+                    ts = parse_digits_double(d, dlen) - (double)P.origin;
+                }
+                if (!(ts >= -TIME_BOUND && ts <= TIME_BOUND)) { unreadable++; continue; }
+                if (P.has_span && !(P.lo_text <= ts && ts < P.hi_text)) { outside++; continue; }
+                out_ts = ts + P.exact_shift;
+            } else if (t[0] == '-' || (t[0] >= '0' && t[0] <= '9')) {
+                double ts = 0;
+                if (is_float_text(t, len)) {
+                    number_text(t, len, &ts);
+                } else {
+                    long long v;
+                    if (!small_int(t, len, &v) || v > EXACT_INT || v < -EXACT_INT) goto python;
+                    ts = (double)v;
+                }
+                if (!(ts >= -TIME_BOUND && ts <= TIME_BOUND)) { unreadable++; continue; }
+                if (P.has_span && !(P.lo <= ts && ts < P.hi)) { outside++; continue; }
+                out_ts = ts + P.shift;
+            } else if (t[0] == '[' || t[0] == '{') {
+                goto python;
+            } else {
+                unreadable++; /* null, true, false */
+                continue;
+            }
+        }
+        if (!isfinite(out_ts)) goto python;
+        /* dur, name (complete events) */
+        int dur_text = 0;  /* dur given as text: written as the float read from it */
+        double dur_value = 0;
+        if (ph_char == 'X') {
+            if (!(r->present & (1u << F_DUR))) { unreadable++; continue; }
+            const unsigned char *t = b + r->off[F_DUR];
+            size_t len = r->len[F_DUR];
+            double dur = 0;
+            if (t[0] == '"') {
+                Py_ssize_t dot;
+                if ((r->escaped & (1u << F_DUR)) || !plain_decimal(t + 1, len - 2, &dot))
+                    goto python;
+                if (len - 2 > 300) goto python;
+                dur = parse_digits_double(t + 1, len - 2);
+                if (!(dur >= -TIME_BOUND && dur <= TIME_BOUND)) { unreadable++; continue; }
+                dur_text = 1;
+                dur_value = dur;
+            } else if (t[0] == '-' || (t[0] >= '0' && t[0] <= '9')) {
+                if (is_float_text(t, len)) {
+                    number_text(t, len, &dur);
+                } else {
+                    long long v;
+                    if (!small_int(t, len, &v) || v > EXACT_INT || v < -EXACT_INT) goto python;
+                    dur = (double)v;
+                }
+                if (!(dur >= -TIME_BOUND && dur <= TIME_BOUND)) { unreadable++; continue; }
+            } else if (t[0] == '[' || t[0] == '{') {
+                goto python;
+            } else {
+                unreadable++; /* null, true, false */
+                continue;
+            }
+            const unsigned char *nm = b + r->off[F_NAME];
+            size_t nlen = r->len[F_NAME];
+            int step = 0;
+            if ((r->present & (1u << F_NAME)) && nm[0] == '"') {
+                if (r->escaped & (1u << F_NAME)) goto python;
+                step = nlen - 2 >= STEP_PREFIX_LEN && memcmp(nm + 1, STEP_PREFIX,
+                                                             STEP_PREFIX_LEN) == 0;
+            }
+            if (step) {
+                const unsigned char *tail = nm + 1 + STEP_PREFIX_LEN;
+                size_t tlen = nlen - 2 - STEP_PREFIX_LEN;
+                int digits = tlen > 0;
+                for (size_t k = 0; k < tlen && digits; k++)
+                    digits = tail[k] >= '0' && tail[k] <= '9';
+                if (digits && P.has_steps) {
+                    if (tlen > 18) goto python;
+                    long long number = 0;
+                    for (size_t k = 0; k < tlen; k++) number = number * 10 + (tail[k] - '0');
+                    if (!(P.step_lo <= number && number <= P.step_hi)) { outside++; continue; }
+                }
+            } else if (dur < P.min_us) {
+                short_++;
+                continue;
+            }
+        }
+        /* tid, per (pid, tid) of the file */
+        long long tid = 0;
+        {
+            int found = 0;
+            int pp = (r->present >> F_PID) & 1, tp = (r->present >> F_TID) & 1;
+            const unsigned char *pt = b + r->off[F_PID], *tt = b + r->off[F_TID];
+            size_t pl = pp ? r->len[F_PID] : 0, tl = tp ? r->len[F_TID] : 0;
+            char key[64];
+            size_t klen = pl + tl + 2;
+            unsigned slot = 0;
+            if (klen == last_len && klen <= sizeof key && last_key[0] == (char)pp &&
+                memcmp(last_key + 1, pt, pl) == 0 && last_key[1 + pl] == (char)(tp | 2) &&
+                memcmp(last_key + 2 + pl, tt, tl) == 0) {
+                tid = last_tid; /* the previous event's thread: most often */
+                found = 2;
+            } else if (klen <= sizeof key) {
+                key[0] = (char)pp;
+                memcpy(key + 1, pt, pl);
+                key[1 + pl] = (char)(tp | 2);
+                memcpy(key + 2 + pl, tt, tl);
+                uint32_t h = 2166136261u;
+                for (size_t k = 0; k < klen; k++) h = (h ^ (unsigned char)key[k]) * 16777619u;
+                slot = h % TID_CACHE;
+                if (cache[slot].used && cache[slot].len == klen &&
+                    memcmp(cache[slot].key, key, klen) == 0) {
+                    tid = cache[slot].tid;
+                    found = 1;
+                }
+            }
+            if (!found) {
+                PyObject *p = simple_object(pt, pl, pp, r->escaped & (1u << F_PID));
+                if (!p) { if (PyErr_Occurred()) goto done; goto python; }
+                PyObject *t = simple_object(tt, tl, tp, r->escaped & (1u << F_TID));
+                if (!t) { Py_DECREF(p); if (PyErr_Occurred()) goto done; goto python; }
+                PyObject *k = PyTuple_Pack(2, p, t);
+                Py_DECREF(p);
+                Py_DECREF(t);
+                if (!k) goto done;
+                PyObject *tid_obj = PyDict_GetItemWithError(tids, k);
+                if (!tid_obj) {
+                    if (PyErr_Occurred()) { Py_DECREF(k); goto done; }
+                    PyObject *fresh = PyLong_FromSsize_t(PyDict_GET_SIZE(tids) + 1);
+                    if (!fresh || PyDict_SetItem(tids, k, fresh) < 0) {
+                        Py_XDECREF(fresh); Py_DECREF(k); goto done;
+                    }
+                    tid = PyLong_AsLongLong(fresh);
+                    Py_DECREF(fresh);
+                } else {
+                    tid = PyLong_AsLongLong(tid_obj);
+                }
+                Py_DECREF(k);
+                if (tid == -1 && PyErr_Occurred()) goto done;
+                if (klen <= sizeof key) {
+                    memcpy(cache[slot].key, key, klen);
+                    cache[slot].len = klen;
+                    cache[slot].tid = tid;
+                    cache[slot].used = 1;
+                }
+            }
+            if (found != 2 && klen <= sizeof key) { /* key[] holds this event's key */
+                memcpy(last_key, key, klen);
+                last_len = klen;
+                last_tid = tid;
+            }
+        }
+        /* id, renumbered per capture, the rank's pid in the high bits */
+        long long new_id = 0;
+        int renumber = 0;
+        int with_ids = 0;
+        switch (ph_char) {
+        case 's': case 't': case 'f': case 'b': case 'e': case 'n': case 'S': case 'T':
+        case 'F': case 'p': with_ids = 1; break;
+        default: break;
+        }
+        if (with_ids && (r->present & (1u << F_ID)) && !is_null(b, r, F_ID)) {
+            const unsigned char *it = b + r->off[F_ID];
+            size_t il = r->len[F_ID];
+            int kind_ok = it[0] == '"' || !(is_float_text(it, il) || it[0] == 't' ||
+                                            it[0] == 'f' || it[0] == '[' || it[0] == '{');
+            if (kind_ok) {
+                PyObject *id_obj = simple_object(it, il, 1, r->escaped & (1u << F_ID));
+                if (!id_obj) { if (PyErr_Occurred()) goto done; goto python; }
+                const unsigned char *ct = b + r->off[F_CAT];
+                size_t cl = (r->present & (1u << F_CAT)) ? r->len[F_CAT] : 0;
+                if (!cat_obj || cl != cat_len || memcmp(ct, cat_text, cl) != 0) {
+                    PyObject *c;
+                    if (!cl || (cl == 4 && memcmp(ct, "null", 4) == 0))
+                        c = PyUnicode_FromString("None");
+                    else if (ct[0] == '"' && !(r->escaped & (1u << F_CAT)))
+                        c = PyUnicode_DecodeUTF8((const char *)ct + 1, (Py_ssize_t)cl - 2,
+                                                 "strict");
+                    else { Py_DECREF(id_obj); goto python; } /* str() of another kind */
+                    if (!c) { Py_DECREF(id_obj); goto done; }
+                    Py_XSETREF(cat_obj, c);
+                    cat_text = ct;
+                    cat_len = cl;
+                }
+                PyObject *k = PyTuple_Pack(2, cat_obj, id_obj);
+                Py_DECREF(id_obj);
+                if (!k) goto done;
+                PyObject *number = PyDict_GetItemWithError(ids, k);
+                if (!number) {
+                    if (PyErr_Occurred()) { Py_DECREF(k); goto done; }
+                    next_id++;
+                    number = PyLong_FromLongLong((P.pid << 32) + next_id);
+                    if (!number || PyDict_SetItem(ids, k, number) < 0) {
+                        Py_XDECREF(number); Py_DECREF(k); goto done;
+                    }
+                    Py_DECREF(number);
+                }
+                new_id = PyLong_AsLongLong(number);
+                Py_DECREF(k);
+                if (new_id == -1 && PyErr_Occurred()) goto done;
+                renumber = 1;
+            }
+        }
+        /* write the event */
+        if (out_grow(&o, (r->end - r->start) + 256) < 0) goto done;
+        if (!first) o.p[o.n++] = ',';
+        first = 0;
+        o.p[o.n++] = '{';
+        int comma = 0;
+        for (int f = 0; f < N_FIELDS; f++) {
+            int present = (r->present >> f) & 1;
+            if (f != F_PID && f != F_TID && f != F_TS && !present) continue;
+            if (present && f != F_ARGS && f != F_PID && f != F_TID && f != F_TS &&
+                is_null(b, r, f))
+                continue; /* None is the default: msgspec leaves it out */
+            if (comma) o.p[o.n++] = ',';
+            comma = 1;
+            o.p[o.n++] = '"';
+            put(&o, FIELD_NAMES[f], FIELD_LENS[f]);
+            o.p[o.n++] = '"';
+            o.p[o.n++] = ':';
+            if (f == F_PID) put_int(&o, P.pid);
+            else if (f == F_TID) put_int(&o, tid);
+            else if (f == F_TS) put_round3(&o, out_ts);
+            else if (f == F_DUR && dur_text) put_double(&o, dur_value);
+            else if (f == F_ID && renumber) put_int(&o, new_id);
+            else put(&o, b + r->off[f], r->len[f]);
+        }
+        o.p[o.n++] = '}';
+        kept++;
+        continue;
+    python: {
+            PyObject *res = fallback_event(fallback, state, &next_id, b, r, &o, &first, &kept);
+            if (!res) goto done;
+            Py_DECREF(res);
+        }
+    }
+    {
+        PyObject *nid = PyLong_FromLongLong(next_id);
+        if (!nid || PyObject_SetAttrString(state, "next_id", nid) < 0) { Py_XDECREF(nid); goto done; }
+        Py_DECREF(nid);
+    }
+    PyObject *data = PyBytes_FromStringAndSize(o.p, (Py_ssize_t)o.n);
+    if (!data) goto done;
+    result = Py_BuildValue("(Nnnnn)", data, kept, short_, outside, unreadable);
+    goto done;
+decline:
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    Py_XDECREF(cat_obj);
+    free(recs);
+    free(o.p);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef METHODS[] = {
+    {"rewrite", rewrite, METH_VARARGS,
+     "rewrite(array, params, tids, ids, state, fallback) -> (bytes, kept, dropped_short, "
+     "dropped_outside, unreadable), or None where the piece is left to the Python path"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_eventpatch",
+                                    "The timeline's event rewrite, at byte level.", -1,
+                                    METHODS};
+
+PyMODINIT_FUNC PyInit__eventpatch(void) {
+    for (int c = 0; c < 256; c++)
+        STR_PLAIN[c] = c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+    for (int f = 0; f < N_FIELDS; f++) FIELD_LENS[f] = strlen(FIELD_NAMES[f]);
+    return PyModule_Create(&MODULE);
+}
