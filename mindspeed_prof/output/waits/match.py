@@ -77,9 +77,10 @@ def instances(found: Dict[Key, Dict[int, tuple]], offsets: Dict[int, float],
     many calls could not be placed in a group (see the module docstring)."""
     matched: List[Instance] = []
     alone = unplaced = 0
-    placing = layout is not None and layout.known and layout.world is not None
+    world = layout.world if layout is not None and layout.known and layout.world else 0
     for (step, group, name, _), members in found.items():
-        if placing and max(members) < layout.world and group.startswith(SCOPE) \
+        placing = layout is not None and max(members) < world
+        if layout is not None and placing and group.startswith(SCOPE) \
                 and group[len(SCOPE):] in SCOPE_KINDS:
             kinds = SCOPE_KINDS[group[len(SCOPE):]]
             groups: Dict[FrozenSet[int], List[int]] = {}
@@ -87,7 +88,7 @@ def instances(found: Dict[Key, Dict[int, tuple]], offsets: Dict[int, float],
                 groups.setdefault(layout.group_of(kinds, rank), []).append(rank)
             parts = [p for part in groups.values() for p in _split(part, members, offsets,
                                                                     tolerance_us)]
-        elif placing and max(members) < layout.world and (not group or group.startswith(SCOPE)):
+        elif layout is not None and placing and (not group or group.startswith(SCOPE)):
             placed = _placed(members, offsets, tolerance_us, layout)
             if placed is None:
                 unplaced += len(members)
