@@ -79,6 +79,7 @@ def analyse(rank_summaries: List[Any], layout: Layout,
     groups: Dict[tuple, Dict[str, Any]] = {}
     made_in_group: Dict[tuple, Dict[int, float]] = defaultdict(lambda: defaultdict(float))
     members: Dict[tuple, set] = defaultdict(set)  # the ranks of each (group, kind)
+    own_delay: Dict[int, float] = defaultdict(float)  # rank -> delay where it arrived last
     waited_for: Dict[int, set] = defaultdict(set)  # slow rank -> (step, rank) that waited
     carried: Dict[int, _Carried] = {}  # rank -> what it waited for so far in its step
     for inst in sorted(matched, key=lambda i: max(i.arrivals)):
@@ -108,6 +109,8 @@ def analyse(rank_summaries: List[Any], layout: Layout,
             per_rank[last]["delay_us"] += others / (len(inst.ranks) - 1)
             made_in_step[inst.step][last] += others
             delay_in_step[last][inst.step] += others / (len(inst.ranks) - 1)
+            if last == late:  # its own lateness, not passed on: what its reason must explain
+                own_delay[last] += others / (len(inst.ranks) - 1)
         key = (layout.group_name(inst.ranks), kind_of(inst.name))
         group = groups.setdefault(key, {"group": key[0], "kind": key[1], "count": 0,
                                         "members": len(inst.ranks), "bytes": 0.0,
@@ -146,7 +149,8 @@ def analyse(rank_summaries: List[Any], layout: Layout,
                 or row["median_delay_us"] < STEADY * spread:
             continue
         slow.append(_slow_rank(row, ranks, layout, made_in_group, groups, group_rows,
-                               waited_for, steps, median_step, members))
+                               waited_for, steps, median_step, members,
+                               own_delay[row["rank"]] / len(steps)))
     total = sum(i["wait_us"] for i in group_rows)
     return {
         "basis": "collectives matched across ranks by group, kind and order in the step; "
@@ -249,7 +253,7 @@ def _group_rows(groups):
 
 
 def _slow_rank(row, ranks, layout, made_in_group, groups, group_rows, waited_for, steps,
-               median_step, members):
+               median_step, members, own_late):
     rank = row["rank"]
     mine_groups = {k: v[rank] for k, v in made_in_group.items() if v.get(rank)}
     # its own groups first: the wait it passed on (to a peer's other groups) is named there too
@@ -257,7 +261,9 @@ def _slow_rank(row, ranks, layout, made_in_group, groups, group_rows, waited_for
     share = 100.0 * mine_groups[top] / groups[top]["wait_us"] if groups[top]["wait_us"] else 0.0
     waiters = waited_for[rank]
     deltas = _deltas(ranks[rank], [(s, ranks[r]) for s, r in waiters if r in ranks])
-    late = row["delay_per_step_us"]
+    # what its breakdown must explain: the delay it caused arriving last itself (the wait
+    # passed on through its lockstep peers to their other groups is the same lateness again)
+    late = own_late or row["delay_per_step_us"]
     reason, grew = None, None
     compute, free = deltas.get("Computing", 0.0), deltas.get("Free", 0.0)
     if max(compute, free) >= EXPLAINS * late:

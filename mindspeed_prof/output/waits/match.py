@@ -13,10 +13,12 @@ The range it ran in (``scope:tp`` / ``scope:dp`` / ``scope:pp``, ``summary/colle
 names the kind: its ranks are split into the layout's groups of that kind. Else the ranks of
 the key could be several groupings (in TP=2 x DP=2 the four ranks of one call are one world
 collective, two TP pairs or two DP pairs): one that is the only grouping their layout allows
-is taken; else the ends split them as above, and the split is kept only when it is one of the
-groupings and no finer grouping fits it too (four ranks leaving together may be one world
-collective or two pairs in lockstep: the ends cannot tell). What stays ambiguous is not
-matched: no rank is named for it, and the calls are counted (``unplaced``).
+is taken; else the ends split them as above (ranks that left apart were in no collective
+together), and each part is placed where the layout's groups make it up one way only (four
+ranks leaving together may be one world collective or two pairs in lockstep: the ends cannot
+tell; a TP pair that left 0.5 s after the rest is that TP group, the rest the other TP
+groups). What stays ambiguous is not matched: no rank is named for it, and the calls are
+counted (``unplaced``).
 """
 
 from dataclasses import dataclass
@@ -89,10 +91,8 @@ def instances(found: Dict[Key, Dict[int, tuple]], offsets: Dict[int, float],
             parts = [p for part in groups.values() for p in _split(part, members, offsets,
                                                                     tolerance_us)]
         elif layout is not None and placing and (not group or group.startswith(SCOPE)):
-            placed = _placed(members, offsets, tolerance_us, layout)
-            if placed is None:
-                unplaced += len(members)
-                continue
+            placed, left = _placed(members, offsets, tolerance_us, layout)
+            unplaced += left
             parts = [p for part in placed for p in _split(sorted(part), members, offsets,
                                                           tolerance_us)]
         else:
@@ -120,9 +120,27 @@ def _split(part, members, offsets, tolerance_us) -> List[List[int]]:
     return list(_parts({r: members[r] for r in part}, offsets, tolerance_us))
 
 
-def _placed(members, offsets, tolerance_us, layout) -> Optional[Partition]:
-    """The groups of a key named by no group (module docstring); None when ambiguous."""
-    ranks = set(members)
+def _placed(members, offsets, tolerance_us, layout) -> Tuple[List[FrozenSet[int]], int]:
+    """The groups of a key named by no group (module docstring), and how many of its calls
+    were left unplaced (ambiguous)."""
+    whole = _options(set(members), layout)
+    if len(whole) == 1:
+        return sorted(whole.pop(), key=min), 0
+    placed: List[FrozenSet[int]] = []
+    left = 0
+    for part in _split(list(members), members, offsets, tolerance_us):
+        # ranks that left apart from the others were in no collective with them: each part
+        # is placed when the layout's groups fit it one way only
+        options = _options(set(part), layout)
+        if len(options) == 1:
+            placed.extend(sorted(options.pop(), key=min))
+        else:
+            left += len(part)
+    return placed, left
+
+
+def _options(ranks, layout) -> Set[Partition]:
+    """The ways the layout's groups of one kind make up ``ranks`` exactly."""
     options: Set[Partition] = set()
     for kinds in CANDIDATES:
         if all(getattr(layout, kind) == 1 for kind in kinds):
@@ -130,16 +148,7 @@ def _placed(members, offsets, tolerance_us, layout) -> Optional[Partition]:
         found = _partition(kinds, ranks, layout)
         if found is not None:
             options.add(found)
-    if len(options) == 1:
-        return options.pop()
-    split = frozenset(frozenset(p) for p in _split(list(members), members, offsets,
-                                                   tolerance_us))
-    if split not in options:
-        return None
-    if any(other != split and all(any(g <= p for p in split) for g in other)
-           for other in options):
-        return None  # a finer grouping fits the ends as well
-    return split
+    return options
 
 
 def _partition(kinds, ranks, layout) -> Optional[Partition]:

@@ -88,3 +88,20 @@ def test_a_compute_bound_tp_rank_is_named_from_its_tp_and_dp_groups(tmp_path, ca
 def test_the_ranges_that_name_a_collectives_group_are_megatrons_and_the_schedule_marks(
         name, kind):
     assert scope_of(name) == kind
+
+
+def test_a_stalled_rank_among_64_tp8_dp8_is_named_alone_and_host_bound(tmp_path, capsys):
+    # its TP group's broadcast ends 50 ms after the other seven's: that part is one TP group,
+    # the rest seven, so its seven peers' wait there is matched, and their lateness at their
+    # own DP groups' all-reduces after it is rank 27's
+    directory = gloo_groups_job(str(tmp_path / "prof"), tp=8, dp=8, steps=STEPS,
+                                slow={27: "free"}, per_host=8)
+    _, data = run_cli_json(capsys, "summary", directory)
+    slow = [s for s in data["slow_ranks"] if s["slow"]]
+    assert [(s["rank"], s["place"], s["reason"]) for s in slow] == [
+        (27, "tp3 pp0 dp3", "host-bound")], [s["line"] for s in slow]
+    # the breakdown's +50 ms explains its own lateness (the broadcast, its DP group), not the
+    # same lateness passed on to the other seven DP groups
+    assert slow[0]["grew"]["us_per_step"] == pytest.approx(STALL_US)
+    groups = {g["group"] for g in data["waits"]["groups"]}
+    assert groups == {f"tp{i}" for i in range(8)} | {f"dp{i}" for i in range(8)}
