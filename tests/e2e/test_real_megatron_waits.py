@@ -4,8 +4,9 @@ gloo, DP=2) launched as two nodes: two torchrun agents (--nnodes 2 --node-rank 0
 (tests/harness/real_megatron/run_pretrain_gpt.py): a host stall before a rank's first forward
 step, or every forward of a rank computing longer. Both ranks' step times are the same (the
 other waits in the gradient all-reduce); summary and the report name the rank the other waits
-for, its DP group and the reason. A calm run names none. MEGATRON_LM_PATH as for
-test_real_megatron.py.
+for, its DP group and the reason. A calm run names none. With TP=2 x DP=2 (two workers per
+agent) a stalled rank's TP peer waits for it and then runs in lockstep with it: the stalled
+rank alone is named, with its place and reason. MEGATRON_LM_PATH as for test_real_megatron.py.
 """
 
 import os
@@ -23,8 +24,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(
                          "matching the installed megatron-core to run the real-Megatron tier)")]
 
 
-def _job(tmp_path, end, **faults):
-    """Profile steps 3..``end`` of a real DP=2 run on two agents; the save path."""
+def _job(tmp_path, end, nproc=1, extra=(), **faults):
+    """Profile steps 3..``end`` of a real run on two agents of ``nproc`` workers each (DP=2
+    with one; ``extra``: more flags, e.g. the TP size); the save path."""
     wrapper = overlay.build(CHECKOUT, str(tmp_path / "overlay"))
     save = tmp_path / "prof"
     path = os.pathsep.join(p for p in (str(tmp_path / "overlay"), os.environ.get("PYTHONPATH"))
@@ -33,8 +35,8 @@ def _job(tmp_path, end, **faults):
     env.update(PYTHONPATH=path, CUDA_DEVICE_MAX_CONNECTIONS="1", TORCHDYNAMO_DISABLE="1",
                OMP_NUM_THREADS="1", MINDSPEED_PROF_AUTOLOAD="0", PYTHONUNBUFFERED="1", **faults)
     # the tiny GPT's flags come after the harness's defaults, so they are the ones Megatron keeps
-    run = run_nodes([*TINY, *profile_flags(save, ("all",), 3, end), "--train-iters", end + 1],
-                    tmp_path=tmp_path, nproc=1, env=env, launcher_prefix=LAUNCHER,
+    run = run_nodes([*TINY, *profile_flags(save, ("all",), 3, end), "--train-iters", end + 1,
+                     *extra], tmp_path=tmp_path, nproc=nproc, env=env, launcher_prefix=LAUNCHER,
                     script=wrapper, rendezvous="static", timeout=600)
     assert run.returncode == 0, run.stderr[-4000:]
     return str(save)
@@ -94,3 +96,26 @@ def test_a_calm_real_run_names_no_slow_rank(tmp_path, capsys):
     assert "No slow rank among 2 rank(s) (slow: the ranks others wait for" in page.text
     assert data["waits"]["collectives"] >= 2 * 6  # the gradient and loss all-reduces
     assert "Slow ranks: none (no rank made the other members" in text
+
+
+def test_tp2_dp2_names_the_stalled_rank_and_not_its_lockstep_tp_peer(tmp_path, capsys):
+    # rank 2 (tp0 dp1) stalls 0.5 s on its host each iteration. gloo's CPU traces name no
+    # group: the wait analysis places the collectives by Megatron's TP autograd ops and the
+    # grads-all-reduce mark. Rank 3 (its TP peer) waits for it at the step's first broadcast
+    # and then arrives late at its own DP group's all-reduce: that wait is rank 2's
+    save = _job(tmp_path, 8, nproc=2, extra=("--tensor-model-parallel-size", "2"),
+                HARNESS_SLOW_FROM_ITER="1:0.5@2")
+    slow, data, text, page = slow_ranks_summary_and_report(capsys, save, tmp_path)
+    print(_slow_lines(text))
+    waits = data["waits"]
+    said = (waits["ranks"], [s.get("line") for s in slow], waits["groups"],
+            waits["unplaced_calls"])
+    assert [(s["rank"], s["place"], s["reason"]) for s in slow] == [
+        (2, "tp0 pp0 dp1", "host-bound")], said
+    assert "rank 2 · tp0 pp0 dp1 — " in text and "rank 3 ·" not in text
+    groups = {g["group"] for g in waits["groups"]}
+    # the layout's pairs, never a 3-rank group made up from finishing times
+    assert {"tp0", "tp1", "dp0", "dp1"} <= groups and not any(
+        g.startswith("ranks ") for g in groups), said
+    made = {r["rank"]: r["made_wait_us"] for r in waits["ranks"]}
+    assert made[3] < 0.2 * made[2], said

@@ -116,6 +116,12 @@ def waits_of(summary):
             result = analyse(timed, layout, hosts)
             if result:
                 result["backend"] = backend
+                if result["unplaced_calls"]:
+                    summary.notes.append(
+                        f"waits: {result['unplaced_calls']:,} collective call(s) not placed "
+                        f"in a group (the traces name none, and neither the range they ran in "
+                        f"nor their ends tell which of the layout's groups): no rank is named "
+                        f"for them")
             return result
     return None
 

@@ -60,7 +60,7 @@ class _Thread:
         self.kind = array("b")  # torchsteps' OTHER / CPU_COMPUTE / ... per event
 
 
-KIND = "torch_summary.2"  # .2: with the collectives
+KIND = "torch_summary.3"  # .2: with the collectives; .3: their scopes where no group
 
 
 def remembered_summary(path):
@@ -72,7 +72,7 @@ def remembered_summary(path):
 def summarize_trace(path):
     """Read the whole trace (streamed); raises ``CorruptFile`` if it is not a complete trace."""
     summary = TraceSummary()
-    threads, ids, names, cats, kinds = {}, {}, [], [], []
+    threads, ids, names, cats, kinds, specials = {}, {}, [], [], [], []
     spans, device_spans = {}, {}  # N -> (ts, dur): the step on the CPU, on the device
     found = collectives.Found()
     for batch in jsonstream.iter_event_batches(path):
@@ -106,12 +106,20 @@ def summarize_trace(path):
                 # by the name's first category, as its operator is: a name that changes
                 # category is a CUDA step annotation's (kind OTHER either way)
                 kinds.append(torchsteps.kind_of(name, cats[-1]))
+                # a collective, or a range whose collectives are one group's (collectives.py,
+                # on the host): one test per event picks both out
+                scope = None if cats[-1].startswith("gpu") else collectives.scope_of(name)
+                specials.append(kinds[-1] if kinds[-1] in collectives.KINDS else scope)
             thread.ts.append(ts)
             thread.dur.append(dur)
             thread.name.append(name_id)
             thread.kind.append(kinds[name_id])
-            if kinds[name_id] in collectives.KINDS:
-                found.add(event, name, kinds[name_id], key, ts, dur)
+            special = specials[name_id]
+            if special is not None:
+                if special in collectives.KINDS:
+                    found.add(event, name, special, key, ts, dur)
+                else:
+                    found.scope(special, ts, dur)
     totals = array("d", bytes(8 * len(names)))
     counts = array("l", bytes(array("l").itemsize * len(names)))
     for thread in threads.values():

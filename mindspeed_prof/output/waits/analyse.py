@@ -4,12 +4,14 @@ clocks aligned on their ends (``timeline/clock.py``).
 Per collective: each member's arrival, the last to arrive, each member's wait (last arrival −
 own arrival) and the transfer (end − last arrival). Per rank: how often it arrived last, the
 rank-µs it made the others wait, its own wait. A rank late only because it waited for another
-in its previous collective (a DP group waiting for its slow member arrives late at the next
-world-wide collective) passes the others' wait on to the one it waited for; one kept late by
-its previous collective's slow transfer passes it to that group's links (no rank). Per step,
-each rank's lateness at arrival: its arrival − the first member's, less what it had just
-waited in its previous collective of the step (lateness passed on is not its own), summed over
-the step's collectives.
+earlier in the step (its TP peer waits for a stalled rank at the step's first broadcast, then
+runs in lockstep with it and arrives late at its own DP group's all-reduce) passes the others'
+wait on to the one it waited for, followed back to where the lateness started (``_blamed``);
+one kept late by its previous collective's slow transfer passes it to that group's links (no
+rank). Per step, each rank's lateness at arrival: its arrival − the first member's, less what
+it had waited so far in the step (lateness passed on is not its own), summed over the step's
+collectives. Collectives whose group the files leave ambiguous are not matched
+(``match.py``): no rank is named for them, and ``unplaced_calls`` counts their calls.
 
 A rank is slow when the others wait for it, steadily: in the median step each member of its
 collectives waited ``SLOW_WAIT_PCT`` % of the median step time or more for it, and that median
@@ -65,7 +67,8 @@ def analyse(rank_summaries: List[Any], layout: Layout,
     clocks = _clocks(ranks, hosts)
     found = match.keyed({rank: r.collectives for rank, r in ranks.items()},
                         {rank: r.spans for rank, r in ranks.items()})
-    matched, alone = match.instances(found, clocks.offsets_us, clock.END_TOLERANCE_US)
+    matched, alone, unplaced = match.instances(found, clocks.offsets_us,
+                                               clock.END_TOLERANCE_US, layout)
     steps = sorted({i.step for i in matched})
     per_rank: Dict[int, Dict[str, float]] = {r: {"arrived_last": 0, "made_wait_us": 0.0,
                                                  "delay_us": 0.0, "own_wait_us": 0.0,
@@ -75,18 +78,22 @@ def analyse(rank_summaries: List[Any], layout: Layout,
     delay_in_step: Dict[int, Dict[int, float]] = defaultdict(lambda: defaultdict(float))
     groups: Dict[tuple, Dict[str, Any]] = {}
     made_in_group: Dict[tuple, Dict[int, float]] = defaultdict(lambda: defaultdict(float))
+    members: Dict[tuple, set] = defaultdict(set)  # the ranks of each (group, kind)
+    own_delay: Dict[int, float] = defaultdict(float)  # rank -> delay where it arrived last
     waited_for: Dict[int, set] = defaultdict(set)  # slow rank -> (step, rank) that waited
-    blamed_before: Dict[int, tuple] = {}  # rank -> (its wait, who it waited for) last time
+    carried: Dict[int, _Carried] = {}  # rank -> what it waited for so far in its step
     for inst in sorted(matched, key=lambda i: max(i.arrivals)):
         first, last_at = min(inst.arrivals), max(inst.arrivals)
         late = inst.ranks[inst.arrivals.index(last_at)]
-        last = _blamed(inst, late, blamed_before)
+        for rank in inst.ranks:
+            if rank not in carried or carried[rank].step != inst.step:
+                carried[rank] = _Carried(inst.step)
+        last = _blamed(inst, late, carried)
         waits = [last_at - a for a in inst.arrivals]
         transfer = max(statistics.median(inst.ends) - last_at, 0.0)
-        passed_on = {rank: blamed_before[rank][0] for rank in inst.ranks
-                     if rank in blamed_before and blamed_before[rank][2] == inst.step}
+        passed_on = {rank: carried[rank].wait for rank in inst.ranks}
         for rank, wait in zip(inst.ranks, waits):
-            blamed_before[rank] = (wait, last, inst.step, transfer)
+            carried[rank].add(wait, last, transfer)
         others = sum(waits)
         for rank, arrival, wait in zip(inst.ranks, inst.arrivals, waits):
             stats = per_rank[rank]
@@ -102,6 +109,8 @@ def analyse(rank_summaries: List[Any], layout: Layout,
             per_rank[last]["delay_us"] += others / (len(inst.ranks) - 1)
             made_in_step[inst.step][last] += others
             delay_in_step[last][inst.step] += others / (len(inst.ranks) - 1)
+            if last == late:  # its own lateness, not passed on: what its reason must explain
+                own_delay[last] += others / (len(inst.ranks) - 1)
         key = (layout.group_name(inst.ranks), kind_of(inst.name))
         group = groups.setdefault(key, {"group": key[0], "kind": key[1], "count": 0,
                                         "members": len(inst.ranks), "bytes": 0.0,
@@ -114,6 +123,7 @@ def analyse(rank_summaries: List[Any], layout: Layout,
             group["bytes"] += inst.size
             group["sized"] += 1
         group["_transfers"][inst.size].append(transfer)
+        members[key].update(inst.ranks)
         if last is not None:
             made_in_group[key][last] += others
     step_times = [s["step_time"] for r in ranks.values() for s in r.steps
@@ -139,7 +149,8 @@ def analyse(rank_summaries: List[Any], layout: Layout,
                 or row["median_delay_us"] < STEADY * spread:
             continue
         slow.append(_slow_rank(row, ranks, layout, made_in_group, groups, group_rows,
-                               waited_for, steps, median_step))
+                               waited_for, steps, median_step, members,
+                               own_delay[row["rank"]] / len(steps)))
     total = sum(i["wait_us"] for i in group_rows)
     return {
         "basis": "collectives matched across ranks by group, kind and order in the step; "
@@ -147,7 +158,7 @@ def analyse(rank_summaries: List[Any], layout: Layout,
                  "aligned on collective ends",
         "clocks": {**clocks.as_dict(), "tolerance_us": clock.END_TOLERANCE_US},
         "layout": _layout_dict(layout), "steps": steps, "collectives": len(matched),
-        "unmatched_calls": alone, "total_wait_us": total, "median_step_time_us": median_step,
+        "unmatched_calls": alone, "unplaced_calls": unplaced, "total_wait_us": total, "median_step_time_us": median_step,
         "slow_wait_pct": SLOW_WAIT_PCT, "slow_ranks": slow, "ranks": table,
         "groups": group_rows,
         "groups_basis": "per group (named by the layout) and kind, the matched collectives: "
@@ -164,19 +175,42 @@ def analyse(rank_summaries: List[Any], layout: Layout,
     }
 
 
-def _blamed(inst, late, before):
-    """Who the others waited for: the last to arrive, unless its lateness is not its own (it
-    came straight from waiting in its previous collective: its own time since then no longer
-    than the others'), then whoever it waited for there."""
+class _Carried:
+    """What a rank waited for so far in one step: in total, and per rank it waited for."""
+
+    __slots__ = ("step", "wait", "by", "transfer")
+
+    def __init__(self, step):
+        self.step, self.wait, self.by, self.transfer = step, 0.0, {}, 0.0
+
+    def add(self, wait, blamed, transfer):
+        self.wait += wait
+        if blamed is not None and wait > 0:
+            self.by[blamed] = self.by.get(blamed, 0.0) + wait
+        self.transfer = transfer  # the slow transfer it came from last (the link's)
+
+
+def _blamed(inst, late, carried):
+    """Who the others waited for: the last to arrive, unless its lateness is not its own.
+
+    The rule, across the step: a rank that waited for another earlier in the step runs late
+    by that wait from then on (in lockstep with the one it waited for), and arrives late at
+    its next collectives with other groups. So the last to arrive is blamed only when its own
+    time since its previous collective (compute, host) is longer than the others' by half its
+    lateness or more; else when what it waited for so far in the step, beyond what the others
+    waited, is half its lateness or more, the blame goes to the rank it waited for most (itself
+    already followed back to where the lateness started, when that wait was matched); else
+    when its previous collective's transfer was that long, to that group's links (None)."""
     i = inst.ranks.index(late)
     lateness = inst.arrivals[i] - statistics.median(inst.arrivals)
     excess = inst.leads[i] - statistics.median(inst.leads)
-    wait, waited_for, step, transfer = before.get(late, (0.0, late, None, 0.0))
     if lateness <= 0 or excess >= 0.5 * lateness:
         return late
-    if wait >= 0.5 * lateness:
-        return waited_for
-    if step == inst.step and transfer >= 0.5 * lateness:
+    mine = carried[late]
+    others = statistics.median(carried[r].wait for r in inst.ranks if r != late)
+    if mine.wait - others >= 0.5 * lateness and mine.by:
+        return max(mine.by, key=lambda r: (mine.by[r], -r))
+    if mine.transfer >= 0.5 * lateness:
         return None  # its previous collective's transfer kept it: that group's links
     return late
 
@@ -219,14 +253,17 @@ def _group_rows(groups):
 
 
 def _slow_rank(row, ranks, layout, made_in_group, groups, group_rows, waited_for, steps,
-               median_step):
+               median_step, members, own_late):
     rank = row["rank"]
     mine_groups = {k: v[rank] for k, v in made_in_group.items() if v.get(rank)}
-    top = max(mine_groups, key=mine_groups.get)
+    # its own groups first: the wait it passed on (to a peer's other groups) is named there too
+    top = max(mine_groups, key=lambda k: (rank in members[k], mine_groups[k]))
     share = 100.0 * mine_groups[top] / groups[top]["wait_us"] if groups[top]["wait_us"] else 0.0
     waiters = waited_for[rank]
     deltas = _deltas(ranks[rank], [(s, ranks[r]) for s, r in waiters if r in ranks])
-    late = row["delay_per_step_us"]
+    # what its breakdown must explain: the delay it caused arriving last itself (the wait
+    # passed on through its lockstep peers to their other groups is the same lateness again)
+    late = own_late or row["delay_per_step_us"]
     reason, grew = None, None
     compute, free = deltas.get("Computing", 0.0), deltas.get("Free", 0.0)
     if max(compute, free) >= EXPLAINS * late:

@@ -93,6 +93,15 @@ class Layout:
         c = self.coords(rank)
         return frozenset(self.rank_of({**c, kind: i}) for i in range(getattr(self, kind)))
 
+    def group_of(self, kinds: Tuple[str, ...], rank: int) -> FrozenSet[int]:
+        """The ranks that differ from ``rank`` only in ``kinds`` (``("dp", "cp")``: the
+        data-parallel group with context parallelism, as Megatron reduces gradients over)."""
+        c = self.coords(rank)
+        found = [c]
+        for kind in kinds:
+            found = [{**x, kind: i} for x in found for i in range(getattr(self, kind))]
+        return frozenset(self.rank_of(x) for x in found)
+
     def index(self, kind: str, rank: int) -> int:
         """The number of ``rank``'s group of ``kind`` among that kind's groups by lowest rank:
         its other coordinates as one number, in the layout's order."""
