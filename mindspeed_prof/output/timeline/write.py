@@ -34,6 +34,7 @@ from .deflate import GZIP_HEAD, Deflated, codec, crc32_combine, trailer
 # last: a reader that stops at a key it does not know has read every event by then
 HEADER = b'{"displayTimeUnit":"ms","traceEvents":[\n'
 WITH_IDS = frozenset(("s", "t", "f", "b", "e", "n", "S", "T", "F", "p"))
+_UNHASHABLE = (list, dict)  # a pid or tid JSON gives as an array or object
 PART_COPY_BYTES = 1 << 20
 COUNTS_SUFFIX = ".counts"
 COUNTED = ("events", "dropped_short", "dropped_outside", "unreadable")
@@ -381,13 +382,13 @@ class _RankWriter:
                     continue
             event.ts = round(out_ts, 3)
             key = (event.pid, event.tid)
-            tid = tids.get(key) if type(key[0]) is not list and type(key[1]) is not list \
-                else None
+            tid = tids.get(key) if type(key[0]) not in _UNHASHABLE \
+                and type(key[1]) not in _UNHASHABLE else None
             if tid is None:
                 tid = state.tid((_hashable(event.pid), _hashable(event.tid)))
             event.tid = tid
             event.pid = state.pid
-            if ph in WITH_IDS and event.id is not None:
+            if type(ph) is str and ph in WITH_IDS and event.id is not None:
                 cat = event.cat
                 key = (cat if type(cat) is str else str(cat), event.id)
                 if type(key[1]) is int or type(key[1]) is str:

@@ -140,6 +140,28 @@ def test_events_whose_ts_is_no_finite_number_are_counted_unreadable_not_written_
     assert "3 without a usable timestamp or duration" in printed
 
 
+@pytest.mark.parametrize("field,value", [("pid", {"a": 1}), ("tid", {"a": [1]}),
+                                         ("pid", [{"b": 2}]), ("ph", ["s"]), ("ph", {"f": 1})])
+def test_events_whose_pid_tid_or_ph_is_an_object_or_list_are_merged_not_a_traceback(
+        clean, tmp_path, capsys, field, value):
+    # a dict pid/tid, or a list ph on an event with an id, raised "unhashable" in timeline
+    save = copy_of(clean, tmp_path)
+
+    def spoil(events):
+        chosen = [e for e in events if e.get("ph") == "X" and "aten::" in e.get("name", "")][:2]
+        for event in chosen:
+            event[field] = value
+            event["id"] = 7
+    edit_trace(trace_of(save, 0), spoil)
+    out = tmp_path / "merged.json"
+
+    code, _, err = run_cli(capsys, "timeline", save, "-o", out)
+
+    assert code == 0, err
+    data = merged(out)
+    assert data["mindspeed_prof"]["events"] == len(data["traceEvents"])
+
+
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
 def test_min_us_that_is_no_finite_number_is_a_usage_error(clean, tmp_path, capsys, value):
     code, _, err = run_cli(capsys, "timeline", clean, "-o", tmp_path / "x.json.gz",
