@@ -310,9 +310,7 @@ class _RankWriter:
         kept = []
         counts = self.counts
         origin = self.origin_us
-        # in integers first: base and origin are ~1.8e15 µs, past a double's µs fractions
-        shift = state.shift + (base_ns - origin * 1000) / 1000.0
-        exact_shift = state.shift + base_ns / 1000.0
+        shift, exact_shift = _shifts(state, base_ns, origin)
         lo, hi = span if span else (None, None)
         lo_text, hi_text = (lo - origin, hi - origin) if span else (None, None)
         keep_steps, min_us = state.keep_steps, state.min_us
@@ -400,11 +398,19 @@ class _RankWriter:
             kept.append(event)
         return kept
 
+
+def _shifts(state, base_ns, origin):
+    """What is added to a numeric ts (relative to the file's base) and to torch_npu's text ts
+    (read relative to ``origin``): one computation for both paths, which must agree."""
+    # in integers first: base and origin are ~1.8e15 µs, past a double's µs fractions
+    return (state.shift + (base_ns - origin * 1000) / 1000.0,
+            state.shift + base_ns / 1000.0)
+
+
 def _native_params(state, base_ns, span, origin):
     """What the C rewrite is given, as doubles and int64s; None where one of them is not held
     exactly (the Python path compares ints and floats exactly)."""
-    shift = state.shift + (base_ns - origin * 1000) / 1000.0
-    exact_shift = state.shift + base_ns / 1000.0
+    shift, exact_shift = _shifts(state, base_ns, origin)
     if span:
         lo, hi = span
         bounds = [lo, hi, lo - origin, hi - origin]
