@@ -90,8 +90,7 @@ class Layout:
 
     def members(self, kind: str, rank: int) -> FrozenSet[int]:
         """The ranks of ``rank``'s group of ``kind``."""
-        c = self.coords(rank)
-        return frozenset(self.rank_of({**c, kind: i}) for i in range(getattr(self, kind)))
+        return self.group_of((kind,), rank)
 
     def group_of(self, kinds: Tuple[str, ...], rank: int) -> FrozenSet[int]:
         """The ranks that differ from ``rank`` only in ``kinds`` (``("dp", "cp")``: the
