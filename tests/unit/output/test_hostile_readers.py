@@ -7,7 +7,6 @@ The hangs are tested in a child process with a timeout: on a reader that hangs, 
 at the timeout instead of hanging the suite (those tests are marked slow: child interpreters).
 """
 
-import copy
 import json
 import os
 import pickle
@@ -17,7 +16,7 @@ import sys
 
 import pytest
 
-from helpers.cli import rank_entry, run_cli, run_cli_json
+from helpers.cli import assert_merge_refuses, rank_entry, run_cli, run_cli_json
 from helpers.snapshots import snapshot
 from output_fixtures.samples import db_capture, npu_capture, write_manifest
 from output_fixtures.torch_traces import torch_trace
@@ -245,12 +244,4 @@ def test_a_bad_file_is_one_clear_line_never_a_traceback(tmp_path, capsys):
               "summary is missing": lambda d: d.pop("summary"),
               "check.expected_ranks is 5": lambda d: d["check"].update(expected_ranks=5),
               "summary.top is 'ten'": lambda d: d["summary"].update(top="ten")}
-    for said, change in damage.items():
-        data = copy.deepcopy(good)
-        change(data)
-        bad = tmp_path / "bad.json"
-        bad.write_text(json.dumps(data))
-        code, _, err = run_cli(capsys, "merge", bad)
-
-        assert code == 2, said
-        assert f"REPORT {bad}: not a node report" in err and said in err, err
+    assert_merge_refuses(capsys, tmp_path, good, damage)
