@@ -124,17 +124,21 @@ def mindspeed_prof_flush_on_sigterm(signum, frame):
     if _deferred(signum):
         return
     state = _process
-    if state.owner == os.getpid():
-        _watchdog.arm(signum)
-        # One bound for every recorder together, counted from the signal's arrival (it may
-        # have waited for a section): torchrun's SIGKILL does not wait for each.
-        deadline = _watchdog.flush_deadline()
-        with final_flush():
-            name = signal_name(signum)
-            for flusher in list(state.flushers):
-                flusher.on_signal(name, deadline)
-    _watchdog.disarm()
-    _chain(state.previous, signum, frame)
+    try:
+        if state.owner == os.getpid():
+            _watchdog.arm(signum)
+            # One bound for every recorder together, counted from the signal's arrival (it may
+            # have waited for a section): torchrun's SIGKILL does not wait for each.
+            deadline = _watchdog.flush_deadline()
+            with final_flush():
+                name = signal_name(signum)
+                for flusher in list(state.flushers):
+                    flusher.on_signal(name, deadline)
+    finally:
+        # Whatever the flush's end raised (torch's SIGCHLD handler, back with a worker's death
+        # pending), the signal still goes where it would have gone without us.
+        _watchdog.disarm()
+        _chain(state.previous, signum, frame)
 
 
 def mindspeed_prof_note_sigint(signum, frame):

@@ -126,12 +126,23 @@ def _hold_signals(events: ExitEvents) -> dict:
 
 
 def _release_signals(saved: dict, events: ExitEvents) -> None:
-    for signum, handler in saved.items():
-        signal.signal(signum, handler)
-    if events.held:
-        _watchdog.disarm()  # the flush ended: the signals go on to the handlers in place now
-    for signum in dict.fromkeys(events.held):
-        os.kill(os.getpid(), signum)
+    # SIGCHLD's handler goes back last, after the held signals were delivered: a worker that
+    # died in the flush's last instants leaves its SIGCHLD pending, and torch's handler raises
+    # the moment it is back; raised before the held SIGTERM went out, it would end the process
+    # on that error instead of the signal (without the hold, SIGTERM, the lower number, runs
+    # first too).
+    sigchld = getattr(signal, "SIGCHLD", None)
+    try:
+        for signum, handler in saved.items():
+            if signum != sigchld:
+                signal.signal(signum, handler)
+        if events.held:
+            _watchdog.disarm()  # the flush ended: the signals go on to the handlers in place now
+        for signum in dict.fromkeys(events.held):
+            os.kill(os.getpid(), signum)
+    finally:
+        if sigchld in saved:
+            signal.signal(sigchld, saved[sigchld])
 
 
 def _note_children(events: ExitEvents) -> None:

@@ -152,6 +152,61 @@ def test_sigterm_flushes_every_registered_recorder_then_chains_to_the_earlier_ha
                                         "inference closed: signal SIGTERM", "earlier handler"]
 
 
+# A worker that died in the flush's last instants: its SIGCHLD is still pending when the block
+# puts torch's handler back, which then raises at once, inside the block's own release (CI,
+# stop 39: the rank ended on that RuntimeError instead of SIGTERM, its held signal lost).
+SIGCHLD_PENDING_AT_RELEASE = """
+    real_signal = signal.signal
+    def signal_and_pending_sigchld(signum, handler):
+        old = real_signal(signum, handler)
+        if signum == signal.SIGCHLD and handler is torch_like:
+            signal.raise_signal(signal.SIGCHLD)  # torch's handler runs as soon as it is back
+        return old
+    signal.signal = signal_and_pending_sigchld
+"""
+
+
+@pytest.mark.parametrize("earlier", ["default", "handler"])
+def test_sigterm_chains_even_when_a_sigchld_pending_at_the_flushs_end_raises(earlier):
+    done = run_child(WORKER_WITH_TORCHS_SIGCHLD_HANDLER, SIGCHLD_PENDING_AT_RELEASE, f"""
+        if "{earlier}" == "handler":
+            def earlier(signum, frame):
+                print(json.dumps({{"earlier": "called"}}), flush=True)
+                sys.exit(3)
+            real_signal(signal.SIGTERM, earlier)
+        def close(reason, detail, wait_timeout=None):
+            worker.terminate()  # dies with the job, during the flush
+            worker.wait()
+            print(json.dumps({{"closed": reason}}), flush=True)
+        flush = exits.FlushOnExit(close)
+        flush.install()
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+        print("survived", flush=True)
+    """)
+    assert "closed" in done.stdout and "survived" not in done.stdout, done.stderr
+    if earlier == "handler":
+        assert done.returncode == 3 and last_json(done) == {"earlier": "called"}, done.stderr
+    else:
+        assert done.returncode == -signal.SIGTERM, done.stderr
+
+
+def test_a_held_signal_is_delivered_even_when_a_sigchld_pending_at_the_flushs_end_raises():
+    done = run_child(WORKER_WITH_TORCHS_SIGCHLD_HANDLER, SIGCHLD_PENDING_AT_RELEASE, """
+        try:
+            with exits.final_flush():
+                os.kill(os.getpid(), signal.SIGTERM)  # held until the block ends
+                worker.terminate()
+                worker.wait()
+        except RuntimeError:
+            print("torch's error came first", flush=True)
+        time.sleep(5)
+        print("survived", flush=True)
+    """)
+    assert done.returncode == -signal.SIGTERM, done.stdout + done.stderr
+    assert "torch's error came first" not in done.stdout and "survived" not in done.stdout
+
+
 def test_sigterm_with_the_default_handler_flushes_then_dies_of_sigterm():
     done = run_child("""
         flush = exits.FlushOnExit(lambda reason, detail, wait_timeout=None:
