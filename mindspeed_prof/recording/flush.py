@@ -141,7 +141,7 @@ def _release_signals(saved: dict, events: ExitEvents) -> None:
         for signum in dict.fromkeys(events.held):
             os.kill(os.getpid(), signum)
     finally:
-        if sigchld in saved:
+        if sigchld is not None and sigchld in saved:
             signal.signal(sigchld, saved[sigchld])
 
 
