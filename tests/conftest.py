@@ -28,6 +28,10 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "current_megatron: needs megatron-core >= 0.17 (Python >= 3.12); skipped "
                    "elsewhere, run by scripts/test_current_megatron.sh")
+    config.addinivalue_line(
+        "markers", "current_shapes: a stand-in of Megatron-LM 0.17+'s megatron.training "
+                   "(tests/e2e/test_current_megatron.py); runs where megatron-core >= 0.17 is "
+                   "installed, skipped over older cores, where it would repeat that leg's test")
 
 
 def installed_megatron_core():
@@ -146,9 +150,16 @@ def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason=f"needs megatron-core >= 0.17 (installed: {shown}); "
                                    f"the Python 3.12 leg, scripts/test_current_megatron.sh, "
                                    f"runs it")
+    # Run over an older core, a 0.17+ stand-in's test repeats the 3.12 leg's run of it over
+    # 0.19.2, the pairing users have, for ~80 s of this leg (about 15 torchrun jobs).
+    repeat = pytest.mark.skip(reason=f"Megatron-LM 0.17+'s shapes: the Python 3.12 leg, "
+                                     f"scripts/test_current_megatron.sh, runs it over "
+                                     f"megatron-core 0.19.2 (installed here: {shown})")
     for item in items:
         if "current_megatron" in item.keywords:
             item.add_marker(skip)
+        elif "current_shapes" in item.keywords:
+            item.add_marker(repeat)
 
 
 # What makes torch_npu start a profiler or an allocator recorder of its own (mindspeed_prof/recording/armed.py)

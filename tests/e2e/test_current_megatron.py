@@ -4,7 +4,9 @@ while 0.16 keeps rank 0; typed ranks, refusals and the routes hold on every rele
 
 These run on any megatron-core (the stand-in changes only megatron.training's shape); the tests
 marked ``current_megatron`` need megatron-core >= 0.17 itself (the Python 3.12 leg,
-scripts/test_current_megatron.sh)."""
+scripts/test_current_megatron.sh). Those of a 0.17+ stand-in (``current_shapes``) run where
+megatron-core >= 0.17 is installed: that leg runs this whole file over 0.19.2, and over 0.16.1
+they would only repeat it (tests/conftest.py)."""
 
 import os
 
@@ -18,6 +20,7 @@ from helpers.traces import step_ids, torch_traces
 pytestmark = pytest.mark.e2e
 
 CURRENT = ("0.17.1", "0.18.2", "0.19.0")
+SHAPES = pytest.mark.current_shapes
 HEADLINE = ["--profile", "--profile-step-start", "3", "--profile-step-end", "5"]
 
 
@@ -34,6 +37,7 @@ def ranks_traced(save):
                   for p in torch_traces(save))
 
 
+@SHAPES
 @pytest.mark.parametrize("version", CURRENT)
 def test_headline_flags_alone_profile_every_rank_at_steps_3_and_4(tmp_path, version):
     run, save = run_version(tmp_path, version, HEADLINE)
@@ -53,6 +57,7 @@ def test_headline_flags_alone_on_megatron_0_16_profile_rank_0_only(tmp_path):
     assert "--profile-ranks not given: Megatron's own default [0] applies" in run.stdout
 
 
+@SHAPES
 def test_typed_rank_1_on_megatron_0_19_profiles_rank_1_only(tmp_path):
     run, save = run_version(tmp_path, "0.19.0", HEADLINE + ["--profile-ranks", "1"])
     run.check()
@@ -60,6 +65,7 @@ def test_typed_rank_1_on_megatron_0_19_profiles_rank_1_only(tmp_path):
     assert "not given" not in run.stdout
 
 
+@SHAPES
 def test_a_rank_list_written_empty_is_still_a_usage_error_on_megatron_0_19(tmp_path):
     # `--profile-ranks "$RANKS"` with RANKS unset
     run, save = run_version(tmp_path, "0.19.0", HEADLINE + ["--profile-ranks", ""], nproc=1)
@@ -69,6 +75,7 @@ def test_a_rank_list_written_empty_is_still_a_usage_error_on_megatron_0_19(tmp_p
     assert not save.exists()
 
 
+@SHAPES
 def test_window_past_train_iters_is_refused_with_its_own_message_on_megatron_0_19(tmp_path):
     run, _ = run_version(tmp_path, "0.19.0", ["--profile", "--profile-step-start", "5",
                                              "--profile-step-end", "9"], nproc=1)
@@ -78,6 +85,7 @@ def test_window_past_train_iters_is_refused_with_its_own_message_on_megatron_0_1
     assert "names no rank" not in run.stderr
 
 
+@SHAPES
 def test_use_pytorch_profiler_is_refused_with_its_own_message_on_megatron_0_19(tmp_path):
     run, save = run_version(tmp_path, "0.19.0", HEADLINE + [
         "--use-pytorch-profiler", "--tensorboard-dir", str(tmp_path / "tb")], nproc=1)
@@ -87,6 +95,7 @@ def test_use_pytorch_profiler_is_refused_with_its_own_message_on_megatron_0_19(t
     assert not save.exists() and not (tmp_path / "torch_profile").exists()
 
 
+@SHAPES
 def test_pytorch_profiler_collect_shapes_is_taken_over_as_record_shapes(tmp_path):
     run, save = run_version(tmp_path, "0.19.0", HEADLINE + [
         "--profile-ranks", "0", "--pytorch-profiler-collect-shapes"], nproc=1)
@@ -97,6 +106,7 @@ def test_pytorch_profiler_collect_shapes_is_taken_over_as_record_shapes(tmp_path
         assert '"Input Dims"' in handle.read()
 
 
+@SHAPES
 def test_pytorch_profiler_collect_chakra_is_refused_with_the_fix(tmp_path):
     run, save = run_version(tmp_path, "0.19.0", HEADLINE + ["--pytorch-profiler-collect-chakra"],
                             nproc=1)
@@ -105,7 +115,7 @@ def test_pytorch_profiler_collect_chakra_is_refused_with_the_fix(tmp_path):
     assert not save.exists()
 
 
-@pytest.mark.parametrize("version", ["0.16.1", "0.19.0"])
+@pytest.mark.parametrize("version", ["0.16.1", pytest.param("0.19.0", marks=SHAPES)])
 def test_under_an_nsys_session_megatrons_own_profile_path_is_left_alone(tmp_path, version):
     env = env_for(tmp_path, MEGATRON_STANDIN_VERSION=version, NSYS_PROFILING_SESSION_ID="7")
     # A window after the last iteration: Megatron's nsys path never calls cudaProfilerStart on
@@ -120,6 +130,7 @@ def test_under_an_nsys_session_megatrons_own_profile_path_is_left_alone(tmp_path
     assert not save.exists()
 
 
+@SHAPES
 @pytest.mark.parametrize("version", CURRENT)
 def test_one_import_line_route(tmp_path, version):
     script = tmp_path / "pretrain_gpt_profiled.py"
@@ -131,6 +142,7 @@ def test_one_import_line_route(tmp_path, version):
 
 
 @needs_autoload_pth
+@SHAPES
 @pytest.mark.parametrize("version", CURRENT)
 def test_autoload_route_with_plain_torchrun(tmp_path, version):
     env = env_for(tmp_path, autoload=True, MEGATRON_STANDIN_VERSION=version)
@@ -139,6 +151,7 @@ def test_autoload_route_with_plain_torchrun(tmp_path, version):
     assert ranks_traced(save) == [0, 1] and step_ids(torch_traces(save)[0]) == [3, 4]
 
 
+@SHAPES
 @pytest.mark.parametrize("version", CURRENT)
 def test_mindspeed_feature_route(tmp_path, version):
     from harness.real_mindspeed import script_copy
