@@ -594,9 +594,22 @@ static size_t kept_caprec;
 static Out kept_out;
 static int busy;
 
+/* Where the CPU has AVX, the upper halves of its vector registers cleared on entry: ISA-L's
+ * deflate (isal, compressing the previous piece) returns with them in use, and every SSE
+ * instruction after that (this file's doubles, the string scan) then waits on them: the
+ * rewrite ran at 0.37 s per 95 MB rank after isal, 0.23 s after zlib or with this. */
+static int has_avx;
+
+static inline void zero_upper(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (has_avx) __asm__ volatile("vzeroupper");
+#endif
+}
+
 static PyObject *rewrite(PyObject *self, PyObject *args) {
     Py_buffer view;
     PyObject *params_obj, *tids, *ids, *state, *fallback;
+    zero_upper();
     if (!PyArg_ParseTuple(args, "y*OO!O!OO", &view, &params_obj, &PyDict_Type, &tids,
                           &PyDict_Type, &ids, &state, &fallback))
         return NULL;
@@ -985,6 +998,10 @@ static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_eventpatch",
                                     METHODS};
 
 PyMODINIT_FUNC PyInit__eventpatch(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    has_avx = __builtin_cpu_supports("avx"); /* the OS saves the registers too (XGETBV) */
+#endif
     for (int c = 0; c < 256; c++)
         STR_PLAIN[c] = c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
     for (int f = 0; f < N_FIELDS; f++) FIELD_LENS[f] = strlen(FIELD_NAMES[f]);
