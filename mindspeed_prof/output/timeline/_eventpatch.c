@@ -35,6 +35,8 @@ static const char *FIELD_NAMES[N_FIELDS] = {
     "ph", "name", "cat", "pid", "tid", "ts", "dur", "tts", "tdur", "id", "id2", "bp", "s",
     "scope", "cname", "bind_id", "flow_in", "flow_out", "args"};
 static size_t FIELD_LENS[N_FIELDS];
+static char KEY_TEXT[N_FIELDS][16]; /* ,"name": */
+static size_t KEY_LENS[N_FIELDS];
 
 #define MAX_DEPTH 64
 #define TIME_BOUND 1e18
@@ -926,18 +928,17 @@ static PyObject *rewrite(PyObject *self, PyObject *args) {
         first = 0;
         o.p[o.n++] = '{';
         int comma = 0;
-        for (int f = 0; f < N_FIELDS; f++) {
-            int present = (r->present >> f) & 1;
-            if (f != F_PID && f != F_TID && f != F_TS && !present) continue;
-            if (present && f != F_ARGS && f != F_PID && f != F_TID && f != F_TS &&
-                is_null(b, r, f))
+        /* the fields present, and pid, tid and ts always, in the Struct's order */
+        uint32_t todo = r->present | (1u << F_PID) | (1u << F_TID) | (1u << F_TS);
+        while (todo) {
+            int f = __builtin_ctz(todo);
+            todo &= todo - 1;
+            if (f != F_ARGS && f != F_PID && f != F_TID && f != F_TS && is_null(b, r, f))
                 continue; /* None is the default: msgspec leaves it out */
-            if (comma) o.p[o.n++] = ',';
+            /* ,"name": (the comma only after the first) */
+            memcpy(o.p + o.n, KEY_TEXT[f] + !comma, KEY_LENS[f] - !comma);
+            o.n += KEY_LENS[f] - !comma;
             comma = 1;
-            o.p[o.n++] = '"';
-            put(&o, FIELD_NAMES[f], FIELD_LENS[f]);
-            o.p[o.n++] = '"';
-            o.p[o.n++] = ':';
             if (f == F_PID) put_int(&o, P.pid);
             else if (f == F_TID) put_int(&o, tid);
             else if (f == F_TS) put_round3(&o, out_ts);
@@ -1004,6 +1005,10 @@ PyMODINIT_FUNC PyInit__eventpatch(void) {
 #endif
     for (int c = 0; c < 256; c++)
         STR_PLAIN[c] = c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
-    for (int f = 0; f < N_FIELDS; f++) FIELD_LENS[f] = strlen(FIELD_NAMES[f]);
+    for (int f = 0; f < N_FIELDS; f++) {
+        FIELD_LENS[f] = strlen(FIELD_NAMES[f]);
+        KEY_LENS[f] = (size_t)snprintf(KEY_TEXT[f], sizeof KEY_TEXT[f], ",\"%s\":",
+                                       FIELD_NAMES[f]);
+    }
     return PyModule_Create(&MODULE);
 }
