@@ -34,7 +34,6 @@ enum {
 static const char *FIELD_NAMES[N_FIELDS] = {
     "ph", "name", "cat", "pid", "tid", "ts", "dur", "tts", "tdur", "id", "id2", "bp", "s",
     "scope", "cname", "bind_id", "flow_in", "flow_out", "args"};
-static size_t FIELD_LENS[N_FIELDS];
 static char KEY_TEXT[N_FIELDS][16]; /* ,"name": */
 static size_t KEY_LENS[N_FIELDS];
 
@@ -1005,10 +1004,8 @@ PyMODINIT_FUNC PyInit__eventpatch(void) {
 #endif
     for (int c = 0; c < 256; c++)
         STR_PLAIN[c] = c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
-    for (int f = 0; f < N_FIELDS; f++) {
-        FIELD_LENS[f] = strlen(FIELD_NAMES[f]);
+    for (int f = 0; f < N_FIELDS; f++)
         KEY_LENS[f] = (size_t)snprintf(KEY_TEXT[f], sizeof KEY_TEXT[f], ",\"%s\":",
                                        FIELD_NAMES[f]);
-    }
     return PyModule_Create(&MODULE);
 }
