@@ -47,11 +47,12 @@ class Deflated:
         self._out = out
         self._zlib = codec()
         self._stream = self._zlib.compressobj(LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
+        self._crc32 = self._zlib.crc32  # the same CRC-32; ISA-L's in half zlib's time
         self.crc = 0
         self.length = 0
 
     def write(self, data: bytes) -> None:
-        self.crc = zlib.crc32(data, self.crc)
+        self.crc = self._crc32(data, self.crc)
         self.length += len(data)
         self._out.write(self._stream.compress(data))
 

@@ -244,7 +244,9 @@ class _RankWriter:
     def _write_body(self, body, count):
         if not count:
             return
-        self._out.write(body if self._first else b",\n" + body)
+        if not self._first:
+            self._out.write(b",\n")  # apart: a megabyte's copy a piece saved
+        self._out.write(body)
         self._first = False
         self.counts.events += count
 

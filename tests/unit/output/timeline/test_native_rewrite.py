@@ -296,6 +296,68 @@ def test_hostile_events_are_written_and_counted_as_the_python_path_does(
                 origin=1704161511420300)
 
 
+def test_strings_with_a_byte_that_needs_attention_at_every_place_are_written_the_same(
+        tmp_path, monkeypatch, patch):
+    """The scan skips plain string bytes 16 at a time: a quote escape, a backslash escape, a
+    \\u escape, a two-, three- and four-byte character and DEL (plain), at each offset of
+    strings 0-40 bytes long, in a field that is copied (args), one that is read (name) and a
+    key, are found as the byte loop finds them."""
+    specials = ['\\"', "\\\\", "\\u00e9", "\u00e9", "\u20ac", "\U0001f600", "\x7f"]
+    texts = []
+    for special in specials:
+        for before in range(0, 34, 3):
+            for after in (0, 1, 7, 16):
+                text = "a" * before + special + "b" * after
+                texts.append('{"ph":"X","name":"%s","pid":1,"tid":3,"ts":%d,"dur":2,'
+                             '"args":{"k":"%s","%s":1}}' % (text, len(texts), text, text))
+    path = raw_file(tmp_path, texts)
+    counts = assert_same(tmp_path, monkeypatch, patch, [(path, 0, None)], origin=0)
+    # every event kept, and the rank's process and thread named (2 + 2 metadata events)
+    assert counts.events == len(texts) + 4 and counts.native_pieces
+    # a byte msgspec refuses (not UTF-8, a control character) leaves the piece to Python,
+    # wherever it lies in a string
+    state = write._Rank(pid=3, shift=0.0, keep_steps=None, min_us=0.0)
+    params = write._native_params(state, 0, None, 0)
+    for bad in (b"\xff", b"\xc3", b"\x01", b"\x1f", b"\xed\xa0\x80"):
+        for before in range(0, 34, 3):
+            text = b"a" * before + bad + b"b" * 20
+            array = b'[{"ph":"X","name":"n","pid":1,"tid":3,"ts":1,"dur":2,"args":{"k":"' + \
+                text + b'"}}]'
+            assert patch.rewrite(array, params, state.tids, state.ids, state, None) is None, \
+                (bad, before)
+
+
+def test_a_rewrite_called_inside_another_writes_its_own_piece(patch):
+    """The rewrite keeps its buffers from one call to the next; a call made while another runs
+    (from its fallback) takes buffers of its own and leaves the outer call's output whole."""
+    def piece(names):
+        return ("[" + ",".join('{"ph":"X","name":"%s","pid":1,"tid":3,"ts":%d,"dur":2}' % (n, i)
+                                for i, n in enumerate(names)) + "]").encode()
+
+    def run(array, fallback):
+        state = write._Rank(pid=3, shift=0.0, keep_steps=None, min_us=0.0)
+        params = write._native_params(state, 0, None, 0)
+        return patch.rewrite(array, params, state.tids, state.ids, state, fallback)
+
+    inner_piece = piece(["inner"] * 3000)
+    inner_alone = run(inner_piece, None)
+    outer_piece = b"[" + piece(["outer"] * 2000)[1:-1] + \
+        b',{"ph":"M","name":"thread_name","pid":1,"tid":3,"args":{"name":"t"}},' + \
+        piece(["after"] * 2000)[1:]
+    inner_results = []
+
+    def fallback(raw):  # the metadata event: a whole rewrite runs meanwhile
+        inner_results.append(run(inner_piece, None))
+        return None
+
+    outer = run(outer_piece, fallback)
+    assert inner_results == [inner_alone]
+    assert outer == run(outer_piece, lambda raw: None)
+    events = json.loads(b"[" + outer[0] + b"]")
+    assert [e["name"] for e in events] == ["outer"] * 2000 + ["after"] * 2000
+    assert outer[1:] == (4000, 0, 0, 0)
+
+
 @pytest.mark.parametrize("bad", [
     '{"ph":"X","name":"lone surrogate \\ud800","pid":1,"tid":3,"ts":5,"dur":1}',
     '{"ph":"X","name":"x","pid":1,"tid":3,"ts":5,"dur":1e400}',
