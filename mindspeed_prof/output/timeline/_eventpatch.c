@@ -463,6 +463,16 @@ static inline int is_float_text(const unsigned char *t, size_t len) {
     return 0;
 }
 
+/* A JSON number (ts or dur) as the double Python reads it -> 1 and *v; 0 for an integer past
+ * a double's exact reach, which the Python path decides. */
+static inline int number_value(const unsigned char *t, size_t len, double *v) {
+    if (is_float_text(t, len)) return number_text(t, len, v);
+    long long i;
+    if (!small_int(t, len, &i) || i > EXACT_INT || i < -EXACT_INT) return 0;
+    *v = (double)i;
+    return 1;
+}
+
 /* Plain decimal digits with at most one dot between digits: "1704161511420289.011". */
 static inline int plain_decimal(const unsigned char *t, size_t len, Py_ssize_t *dot) {
     *dot = -1;
@@ -730,13 +740,7 @@ static PyObject *rewrite(PyObject *self, PyObject *args) {
                 out_ts = ts + P.exact_shift;
             } else if (t[0] == '-' || (t[0] >= '0' && t[0] <= '9')) {
                 double ts = 0;
-                if (is_float_text(t, len)) {
-                    number_text(t, len, &ts);
-                } else {
-                    long long v;
-                    if (!small_int(t, len, &v) || v > EXACT_INT || v < -EXACT_INT) goto python;
-                    ts = (double)v;
-                }
+                if (!number_value(t, len, &ts)) goto python;
                 if (!(ts >= -TIME_BOUND && ts <= TIME_BOUND)) { unreadable++; continue; }
                 if (P.has_span && !(P.lo <= ts && ts < P.hi)) { outside++; continue; }
                 out_ts = ts + P.shift;
@@ -766,13 +770,7 @@ static PyObject *rewrite(PyObject *self, PyObject *args) {
                 dur_text = 1;
                 dur_value = dur;
             } else if (t[0] == '-' || (t[0] >= '0' && t[0] <= '9')) {
-                if (is_float_text(t, len)) {
-                    number_text(t, len, &dur);
-                } else {
-                    long long v;
-                    if (!small_int(t, len, &v) || v > EXACT_INT || v < -EXACT_INT) goto python;
-                    dur = (double)v;
-                }
+                if (!number_value(t, len, &dur)) goto python;
                 if (!(dur >= -TIME_BOUND && dur <= TIME_BOUND)) { unreadable++; continue; }
             } else if (t[0] == '[' || t[0] == '{') {
                 goto python;
