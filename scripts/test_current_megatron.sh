@@ -75,15 +75,15 @@ pip install torch==2.13.0
 # pip builds a local project inside its tree (build/, *.egg-info); .ci/run runs this install
 # beside the 3.11 leg's, which builds there too, so this one builds from a copy of the working
 # tree's files (tracked and untracked, git's ignores left out).
-source_copy=$(mktemp -d)
-trap 'rm -rf "$source_copy"' EXIT
+# (Outside a git checkout, which .ci/run never is, it builds here.)
+source_tree=.
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    source_tree=$(mktemp -d)
+    trap 'rm -rf "$source_tree"' EXIT
     git ls-files -z -co --exclude-standard | tar --null --ignore-failed-read -T - -cf - \
-        | tar -xf - -C "$source_copy"
-else
-    tar --exclude=./.venv --exclude=./.venv312 --exclude=./build -cf - . | tar -xf - -C "$source_copy"
+        | tar -xf - -C "$source_tree"
 fi
-pip install "$source_copy[test-current]"
+pip install "$source_tree[test-current]"
 echo "== installed in $(( $(date +%s) - started )) s"
 [ "$part" = --install ] && exit 0
 run_tests

@@ -151,7 +151,7 @@ def pytest_collection_modifyitems(config, items):
                                    f"the Python 3.12 leg, scripts/test_current_megatron.sh, "
                                    f"runs it")
     # Run over an older core, a 0.17+ stand-in's test repeats the 3.12 leg's run of it over
-    # 0.19.2, the pairing users have, for ~80 s of this leg (about 15 torchrun jobs).
+    # 0.19.2, the pairing users have, for ~80 s of this leg (19 torchrun jobs in CI).
     repeat = pytest.mark.skip(reason=f"Megatron-LM 0.17+'s shapes: the Python 3.12 leg, "
                                      f"scripts/test_current_megatron.sh, runs it over "
                                      f"megatron-core 0.19.2 (installed here: {shown})")
