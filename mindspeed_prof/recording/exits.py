@@ -26,12 +26,14 @@ import time
 from typing import Any, Callable, List, Optional
 
 from .. import log
-from .flush import ExitEvents, HELD_SIGNALS, final_flush, flushing
+from .flush import (ChildGuard, ExitEvents, HELD_SIGNALS, final_flush, flushing, guarded,
+                    hand_on_children)
 from .sections import (ENDING_GRACE_S, SIGNAL_FLUSH_TIMEOUT_S, SignalSafeLock, _deferred,
                        _main_thread, _pending, _watchdog, signal_name, signal_safe, writing)
 
 __all__ = ["ENDING_GRACE_S", "ExitEvents", "FlushOnExit", "HELD_SIGNALS", "SIGNAL_FLUSH_TIMEOUT_S",
-           "SignalSafeLock", "exit_reason", "final_flush", "install_signal_flush",
+           "SignalSafeLock", "exit_reason", "final_flush", "guard_children", "hand_on_children",
+           "install_signal_flush",
            "note_process_outcome", "process_end_reason", "signal_name", "signal_safe",
            "uninstall_signal_flush", "writing"]
 
@@ -97,6 +99,7 @@ def install_signal_flush(pin: bool = False) -> None:
         state.owner, state.replaced = os.getpid(), False
         state.handler = mindspeed_prof_flush_on_sigterm
         _set_handler(signal.SIGTERM, mindspeed_prof_flush_on_sigterm)
+        guard_children()
         if _handler(signal.SIGINT) is signal.default_int_handler:
             # Only noted: servers catch the KeyboardInterrupt (werkzeug's serve_forever) and end
             # normally, and the manifest must still say the run was interrupted.
@@ -114,8 +117,28 @@ def uninstall_signal_flush() -> None:
             _set_handler(signal.SIGTERM, state.previous)
         if _handler(signal.SIGINT) is mindspeed_prof_note_sigint:
             _set_handler(signal.SIGINT, signal.default_int_handler)
+        sigchld = getattr(signal, "SIGCHLD", None)
+        if sigchld is not None and isinstance(_handler(sigchld), ChildGuard):
+            _set_handler(sigchld, _handler(sigchld).inner)
 
 
+def guard_children() -> None:
+    """Wrap the process's SIGCHLD handler in ``flush.ChildGuard`` while ours owns SIGTERM.
+
+    Called when SIGTERM is taken over and at every unit's start (main thread): torch installs
+    its handler when the first DataLoader iterator with workers starts, after the recorder
+    armed. A no-op when the guard is in place or nothing is installed from Python."""
+    sigchld = getattr(signal, "SIGCHLD", None)
+    state = _process
+    if sigchld is None or state.handler is None or state.owner != os.getpid() \
+            or not _main_thread():
+        return
+    current = _handler(sigchld)
+    if callable(current) and not isinstance(current, ChildGuard):
+        _set_handler(sigchld, ChildGuard(current))
+
+
+@guarded
 def mindspeed_prof_flush_on_sigterm(signum, frame):
     """The process's SIGTERM handler while ours (named so that a handler dump says whose).
 
@@ -139,6 +162,7 @@ def mindspeed_prof_flush_on_sigterm(signum, frame):
         # pending), the signal still goes where it would have gone without us.
         _watchdog.disarm()
         _chain(state.previous, signum, frame)
+        hand_on_children(frame)  # the host's handler returned: the process lives on
 
 
 def mindspeed_prof_note_sigint(signum, frame):

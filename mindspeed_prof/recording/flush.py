@@ -8,6 +8,15 @@ ended, SIGTERM/SIGINT are held and delivered again afterwards (so the process st
 way it would have; a second SIGINT is delivered at once, so Ctrl-C twice still interrupts a
 flush that hangs), and console writes that fail (a closed pipe) are dropped. What happened is
 kept in ``ExitEvents`` for the manifest.
+
+``ChildGuard``: the same SIGCHLD hazard before the block is entered. A job-wide SIGTERM starts
+our handler (``exits``) while the workers are still dying; their SIGCHLD lands in the handler's
+first instructions, before any hold is in place, and torch's error then escapes the handler
+before it flushed anything (and a recorder's close, begun, must run whole the same way). While a
+recorder may take SIGTERM over, the process's SIGCHLD handler is wrapped: inside our SIGTERM
+handler or a recorder's close (their frames on the stack: ``flushing.guarded_code``) a child's
+death is only noted, and ``hand_on_children`` gives it to the wrapped handler once the outermost
+of them is done and the process lives on; everywhere else the wrapped handler runs as it would.
 """
 
 import contextlib
@@ -15,7 +24,8 @@ import os
 import signal
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Iterator, List, Optional, Set
+from types import CodeType, FrameType
+from typing import Any, Callable, Iterator, List, Optional, Set, TypeVar
 
 from .. import log
 from .sections import _main_thread, _watchdog, signal_name, signal_safe
@@ -58,9 +68,58 @@ class _Flushing:
         # SIGINT handlers that read ``insisting`` (exits' own): a second Ctrl-C put back to one
         # of them must not be held again as a first.
         self.insist_aware: Set[Any] = set()
+        # The code of our SIGTERM handler and of a recorder's close (``guarded``): a SIGCHLD
+        # landing while one of them is on the stack is only noted (``ChildGuard``), and
+        # ``children_noted`` says one was.
+        self.guarded_code: Set[CodeType] = set()
+        self.children_noted = False
 
 
 flushing = _Flushing()
+
+
+class ChildGuard:
+    """The process's SIGCHLD handler while ours may take SIGTERM over (see the module text)."""
+
+    def __init__(self, inner: Callable[[int, Optional[FrameType]], Any]) -> None:
+        self.inner = inner
+
+    def __call__(self, signum: int, frame: Optional[FrameType]) -> Any:
+        if _inside(frame, flushing.guarded_code):
+            flushing.children_noted = True
+            return None
+        return self.inner(signum, frame)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def guarded(function: F) -> F:
+    """Mark ``function`` as one inside which a child's death is only noted (``ChildGuard``)."""
+    flushing.guarded_code.add(function.__code__)
+    return function
+
+
+def hand_on_children(frame: Optional[FrameType]) -> None:
+    """A guarded function ends (``frame``: its caller's): a child's death the guard only noted
+    reaches the process's SIGCHLD handler now, unless an outer guarded function still runs."""
+    if not flushing.children_noted or not _main_thread() \
+            or _inside(frame, flushing.guarded_code):
+        return  # (signal handlers run on the main thread: so does what they noted)
+    flushing.children_noted = False
+    current = signal.getsignal(signal.SIGCHLD)  # the guard may have left with the last recorder
+    if isinstance(current, ChildGuard):
+        current = current.inner
+    if callable(current):
+        current(signal.SIGCHLD, frame)
+
+
+def _inside(frame: Optional[FrameType], code: Set[CodeType]) -> bool:
+    while frame is not None:
+        if frame.f_code in code:
+            return True
+        frame = frame.f_back
+    return False
 
 
 @contextlib.contextmanager
@@ -122,6 +181,7 @@ def _hold_signals(events: ExitEvents) -> dict:
     if sigchld is not None and chld_handler is not None:
         saved[sigchld] = chld_handler
         signal.signal(sigchld, lambda received, frame: _note_children(events))
+        _note_children(events)  # those that died before the hold (``ChildGuard`` noted them)
     return saved
 
 

@@ -28,6 +28,7 @@ rank also takes part in the poll every K units.
 
 import contextlib
 import dataclasses
+import sys
 from typing import Any, Callable, ContextManager, Dict, Optional
 
 from .. import backends, log
@@ -36,7 +37,9 @@ from ..config.units import ITERATION, Unit
 from ..config.window import OPEN_ENDED, StepSchedule, WindowRequest
 from ..layout import manifest_path
 from . import shutdown
-from .exits import FlushOnExit, SignalSafeLock, final_flush, signal_safe
+from .exits import (FlushOnExit, SignalSafeLock, final_flush, guard_children, hand_on_children,
+                    signal_safe)
+from .flush import guarded
 from .manifest import Manifest, open_manifest, release_for_recorder
 from .manifest_entries import PlannedWindow
 from .notices import announce_plan, config_notes, wrong_thread_words
@@ -239,6 +242,7 @@ class WindowRecorder:
     def begin(self, n: int) -> None:
         """Unit ``n`` is about to run."""
         self._last_begun = n
+        guard_children()  # torch's SIGCHLD handler comes with the first DataLoader iterator
         poll = self.poll
         if poll is not None and n % self.config.profile_trigger_poll == 0:
             with reporting(self.report, "trigger", self.unit.owner):
@@ -590,6 +594,7 @@ class WindowRecorder:
 
     # -- the end (shutdown.py) ------------------------------------------------------------------
 
+    @guarded
     def close(self, reason: str = "finished", detail: Optional[str] = None,
               wait_timeout: Optional[float] = None, wait: bool = True) -> None:
         """Stop any running window, wait for its files, write the final manifest. Idempotent.
@@ -597,11 +602,15 @@ class WindowRecorder:
         ``wait=False`` leaves a background export running (its thread keeps the process alive
         and finishes the manifest); see ``wait()``."""
         # Begun, a close runs whole: a Ctrl-C landing before its final flush holds signals
-        # would leave a manifest that never says how the run ended.
-        with signal_safe:
-            if not self.closed:
-                self.closed = True
-                shutdown.close(self, reason, detail, wait_timeout, wait)
+        # would leave a manifest that never says how the run ended; a DataLoader worker's death
+        # landing there is only noted (``flushing.guarded_code``) and handed on at the end.
+        try:
+            with signal_safe:
+                if not self.closed:
+                    self.closed = True
+                    shutdown.close(self, reason, detail, wait_timeout, wait)
+        finally:
+            hand_on_children(sys._getframe(1))
 
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Wait for the last window's background export/parse; True when nothing is pending."""
@@ -623,4 +632,3 @@ class WindowRecorder:
         (log.error if kind == "error" else log.warning)(f"{phase}: {message}", rank=self.rank)
         if self.manifest is not None:
             self.manifest.record(kind, phase, message)
-

@@ -207,6 +207,117 @@ def test_a_held_signal_is_delivered_even_when_a_sigchld_pending_at_the_flushs_en
     assert "torch's error came first" not in done.stdout and "survived" not in done.stdout
 
 
+# The same death a moment earlier: a job-wide SIGTERM starts our handler while the workers are
+# still dying, and one's SIGCHLD lands in the handler's first instructions, before the flush holds
+# anything (CI, stop 39: the rank died of SIGTERM with a manifest that never said how it ended,
+# no flush having run; stop 38: it died of torch's RuntimeError). A trace function makes it land
+# there every time: at the handler's entry, or where the flush block begins to hold.
+SIGCHLD_WHEN_THE_HANDLER_STARTS = """
+    def land_sigchld_at(code_name, in_file=".py"):
+        def tracer(frame, event, arg):
+            if event == "call" and frame.f_code.co_name == code_name \
+                    and frame.f_code.co_filename.endswith(in_file):
+                sys.settrace(None)
+                worker.terminate()  # its SIGCHLD is handled here, inside our handler; left
+                os.waitid(os.P_PID, worker.pid, os.WEXITED | os.WNOWAIT)  # unreaped, as torch's
+            return None
+        sys.settrace(tracer)
+"""
+
+
+@pytest.mark.parametrize("where", ["mindspeed_prof_flush_on_sigterm", "final_flush"])
+def test_a_workers_sigchld_landing_as_the_sigterm_handler_starts_does_not_stop_the_flush(where):
+    done = run_child(WORKER_WITH_TORCHS_SIGCHLD_HANDLER, SIGCHLD_WHEN_THE_HANDLER_STARTS, f"""
+        def close(reason, detail, wait_timeout=None):
+            print(json.dumps({{"closed": [reason, detail]}}), flush=True)
+        flush = exits.FlushOnExit(close)
+        flush.install()
+        land_sigchld_at({where!r})
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+        print("survived", flush=True)
+    """)
+    assert last_json(done) == {"closed": ["signal", "SIGTERM"]}, done.stderr
+    assert done.returncode == -signal.SIGTERM and "RuntimeError" not in done.stderr, done.stderr
+
+
+def test_a_workers_death_noted_in_the_sigterm_handler_reaches_torch_when_the_host_lives_on():
+    # The host's SIGTERM handler returns (the loop goes on): torch then learns of the death, in the
+    # code the signals interrupted, as it would have right after that handler without us.
+    done = run_child(WORKER_WITH_TORCHS_SIGCHLD_HANDLER, SIGCHLD_WHEN_THE_HANDLER_STARTS, """
+        signal.signal(signal.SIGTERM, lambda signum, frame: print("host handler", flush=True))
+        flush = exits.FlushOnExit(lambda reason, detail, wait_timeout=None:
+                                  print("closed", reason, flush=True))
+        flush.install()
+        land_sigchld_at("mindspeed_prof_flush_on_sigterm")
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)
+        except RuntimeError as exc:
+            print(json.dumps({"torch": str(exc)}), flush=True)
+    """)
+    assert done.stdout.splitlines()[:2] == ["closed signal", "host handler"], done.stderr
+    assert "killed by signal" in last_json(done)["torch"]
+
+
+def test_torchs_handler_installed_after_the_recorder_armed_is_guarded_from_the_next_unit(
+        tmp_path):
+    # torch installs its SIGCHLD handler with the first DataLoader iterator, in the first step.
+    done = run_child(f"""
+        sys.path.insert(0, {os.path.join(os.path.dirname(__file__), "..", "..")!r})
+        import pathlib
+        from helpers.inference import config
+        from mindspeed_prof.recording.recorder import WindowRecorder
+        recorder = WindowRecorder(config(pathlib.Path({str(tmp_path)!r})))
+        recorder.arm(first=1)
+    """, WORKER_WITH_TORCHS_SIGCHLD_HANDLER, SIGCHLD_WHEN_THE_HANDLER_STARTS, """
+        recorder.begin(1)
+        land_sigchld_at("mindspeed_prof_flush_on_sigterm")
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+    """)
+    assert done.returncode == -signal.SIGTERM and "RuntimeError" not in done.stderr, done.stderr
+    data = json.loads((tmp_path / "prof" / "profile_manifest_rank0.json").read_text())
+    assert data["exit"] == {"reason": "signal", "detail": "SIGTERM"}
+    assert data["exit_events"]["children_ended"][0]["how"] == "killed by SIGTERM"
+
+
+def test_a_workers_death_as_a_recorders_close_begins_leaves_the_manifest_whole(tmp_path):
+    # The loop ends (here normally) as a worker dies: the close, begun, runs whole, and torch
+    # learns of the death once it is done, in the code that called it.
+    done = run_child(f"""
+        sys.path.insert(0, {os.path.join(os.path.dirname(__file__), "..", "..")!r})
+        import pathlib
+        from helpers.inference import config
+        from mindspeed_prof.recording.recorder import WindowRecorder
+        recorder = WindowRecorder(config(pathlib.Path({str(tmp_path)!r})))
+        recorder.arm(first=1)
+    """, WORKER_WITH_TORCHS_SIGCHLD_HANDLER, SIGCHLD_WHEN_THE_HANDLER_STARTS, """
+        recorder.begin(1); recorder.end(1)
+        land_sigchld_at("close", in_file="shutdown.py")
+        try:
+            recorder.close()
+        except RuntimeError as exc:
+            print(json.dumps({"torch": str(exc)}), flush=True)
+    """)
+    assert "killed by signal" in last_json(done)["torch"], done.stderr
+    data = json.loads((tmp_path / "prof" / "profile_manifest_rank0.json").read_text())
+    assert data["exit"] == {"reason": "finished", "detail": None}
+
+
+def test_the_guard_leaves_with_the_last_recorder():
+    done = run_child(WORKER_WITH_TORCHS_SIGCHLD_HANDLER, """
+        flush = exits.FlushOnExit(lambda *a, **k: None)
+        flush.install()
+        guarded = type(signal.getsignal(signal.SIGCHLD)).__name__
+        flush.uninstall()
+        print(json.dumps({"guarded": guarded,
+                          "after": signal.getsignal(signal.SIGCHLD) is torch_like}))
+        worker.kill()
+    """)
+    assert last_json(done) == {"guarded": "ChildGuard", "after": True}
+
+
 def test_sigterm_with_the_default_handler_flushes_then_dies_of_sigterm():
     done = run_child("""
         flush = exits.FlushOnExit(lambda reason, detail, wait_timeout=None:
