@@ -105,6 +105,12 @@ def to_float(value):
     return time_us(value)
 
 
+def load_parsers():
+    """Import what a scan parses with, before a fork: the workers share it."""
+    for module in ("numpy", "simdjson"):
+        need(module)
+
+
 class _Validator:
     """The bytes of a JSON array -> its element count; ValueError when they are not valid
     JSON (simdjson checks the UTF-8 too)."""

@@ -259,7 +259,8 @@ def _read_steps(captures, notes):
     sizes = [0 if cache.load(c.path, tracescan.KIND) is not None else _size(c.path)
              for c in captures]
     results = parallel.run(_steps_or_error, [(c.path,) for c in captures],
-                           parallel.workers_for(sum(sizes), len(captures)))
+                           parallel.workers_for(sum(sizes), len(captures)),
+                           warm=tracescan.load_parsers)
     for capture, (found, error, unreadable) in zip(captures, results):
         if error is not None:
             notes.append(f"{capture.rel}: unreadable ({error}), left out; run "
