@@ -110,9 +110,13 @@ setup(
     cmdclass={"build_py": BuildWithAutoload},
     ext_modules=[EVENT_PATCH],
     # pysimdjson, msgspec, pyarrow, numpy: the CLI's readers (check/summary); imported lazily,
-    # never by the training side (tests/unit/project/test_layering.py)
+    # never by the training side (tests/unit/project/test_layering.py). isal: `timeline`
+    # compresses with ISA-L (3.6x zlib's speed, the same gzip format; without it timeline costs
+    # 1.3-1.5x check's CPU after check instead of 1.0x: BENCHMARKS.md 10e), on the machines it
+    # publishes wheels for (x86-64, aarch64: Kunpeng hosts); zlib elsewhere.
     install_requires=["torch", "pyyaml", "pysimdjson>=5", "msgspec>=0.18", "pyarrow>=14",
-                      "numpy"],
+                      "numpy",
+                      'isal>=1.0; platform_machine in "x86_64 AMD64 aarch64 arm64"'],
     extras_require={
         # What the demos import (scripts/demo_imports.py checks it before torchrun):
         # megatron-core; `mindspeed-prof report`, whose page embeds plotly.js (scripts/demo.sh);
@@ -125,8 +129,7 @@ setup(
         # `mindspeed-prof report` embeds plotly.js in its page; plotly (~15 MB, with narwhals)
         # is imported by that command alone, so training images need not carry it
         "report": ["plotly>=5"],
-        # `mindspeed-prof timeline` compresses with ISA-L where it is installed (3.6x zlib's
-        # speed, the same gzip format); zlib otherwise
+        # ISA-L where the platform marker above leaves it out (kept for old install commands)
         "fast": ["isal>=1.0"],
         "test": ["megatron-core==0.16.1", "mypy", "msprof-analyze", "matplotlib", "plotly>=5",
                  *TEST_COMMON],

@@ -7,12 +7,30 @@ import json
 import os
 import zlib
 
+import pytest
+
 from helpers.cli import run_cli
 from output_fixtures import samples
 from output_fixtures.torch_traces import torch_trace
 
-from mindspeed_prof.output.timeline import write
+from mindspeed_prof.output.timeline import deflate, write
 from mindspeed_prof.output.timeline.deflate import crc32_combine
+
+
+@pytest.fixture(params=["isal", "zlib"])
+def compressor(request, monkeypatch):
+    """ISA-L (a dependency where it has wheels) and zlib (where it does not): the same file."""
+    if request.param == "isal":
+        chosen = pytest.importorskip("isal.isal_zlib")
+    else:
+        chosen = zlib
+    monkeypatch.setattr(deflate, "_CODEC", [chosen])
+    return chosen
+
+
+def test_isal_is_what_an_install_compresses_with_where_it_has_wheels():
+    pytest.importorskip("isal")  # installed with the package on x86-64 and aarch64 (setup.py)
+    assert deflate.codec().__name__ == "isal.isal_zlib"
 
 
 def test_crc32_combine_gives_the_crc_of_the_joined_bytes():
@@ -22,7 +40,8 @@ def test_crc32_combine_gives_the_crc_of_the_joined_bytes():
             zlib.crc32(first + second)
 
 
-def test_a_ranks_part_is_written_compressed_with_the_crc_and_length_of_its_text(tmp_path):
+def test_a_ranks_part_is_written_compressed_with_the_crc_and_length_of_its_text(tmp_path,
+                                                                                compressor):
     torch_trace(tmp_path / "prof", rank=0, start=5, end=8)
     trace = next(str(p) for p in (tmp_path / "prof").rglob("*.json"))
     part = str(tmp_path / "rank0.part")
@@ -39,7 +58,8 @@ def test_a_ranks_part_is_written_compressed_with_the_crc_and_length_of_its_text(
     assert said["events"] == counts.events
 
 
-def test_the_gz_output_is_one_gzip_member_holding_the_json_outputs_text(tmp_path, capsys):
+def test_the_gz_output_is_one_gzip_member_holding_the_json_outputs_text(tmp_path, capsys,
+                                                                         compressor):
     save = tmp_path / "prof"
     for rank in (0, 1, 2):
         torch_trace(save, rank=rank, start=5, end=8)
