@@ -114,8 +114,10 @@ def clean_env(**overrides):
     harness's setting: stable timings on 2 cores, and a core left for background export)."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("MINDSPEED_PROF_", "HARNESS_", "FAKE_TORCH_NPU"))}
+    # PYTHONFAULTHANDLER: a reader that crashes (SIGSEGV, SIGABRT) prints every thread's
+    # Python stack, so a figure that did not run says where (CI, stop 40: a silent SIGABRT)
     env.update(OMP_NUM_THREADS="1", TORCHDYNAMO_DISABLE="1", CUDA_DEVICE_MAX_CONNECTIONS="1",
-               PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
+               PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1", PYTHONFAULTHANDLER="1")
     env.update({k: str(v) for k, v in overrides.items()})
     return env
 

@@ -8,6 +8,7 @@ warm one, so no run is helped by another unless the row says so.
 
 import dataclasses
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -108,8 +109,12 @@ def must_pass(got, command, check_ok=False):
     import json
 
     if got.code not in (0,) and not (check_ok is None and got.code == 1):
-        raise RuntimeError(f"{' '.join(command)} exited {got.code}\n{got.out[-2000:]}\n"
-                           f"{got.err[-2000:]}")
+        # stderr first: the cause (a traceback, a fatal error) is there, and the note that
+        # carries this message upwards keeps only its start (run.py)
+        how = f"exited {got.code}" if got.code >= 0 else \
+            f"was killed by {signal.Signals(-got.code).name}"
+        raise RuntimeError(f"{' '.join(command)} {how}\n--- stderr ---\n{got.err[-2000:]}\n"
+                           f"--- stdout ---\n{got.out[-500:]}")
     if check_ok and not json.loads(got.out).get("ok"):
         raise RuntimeError(f"the generated data does not pass check:\n{got.out[:3000]}")
     return got

@@ -85,9 +85,14 @@ def run_figure(number, quick):
     except Exception as exc:  # noqa: BLE001 - one broken figure must not hide the others
         rows = [Row(figure=f"{label} {module}", compared=title, value=float("nan"), unit="",
                     spread="", target="", ok=False, failed=True,
-                    note=f"did not run: {str(exc)[:1500]}")]
+                    note=f"did not run: {_ends(str(exc))}")]
     print(f"[{label}] done in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
     return rows
+
+
+def _ends(text, head=400, tail=2000):
+    """The failed command (its start) and the cause (its end) of a long error."""
+    return text if len(text) <= head + tail else f"{text[:head]}\n[...]\n{text[-tail:]}"
 
 
 def run_figures(numbers, quick, jobs=1):
