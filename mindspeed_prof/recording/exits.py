@@ -130,11 +130,12 @@ def guard_children() -> None:
     armed. A no-op when the guard is in place or nothing is installed from Python."""
     sigchld = getattr(signal, "SIGCHLD", None)
     state = _process
-    if sigchld is None or state.handler is None or state.owner != os.getpid() \
-            or not _main_thread():
+    if sigchld is None or state.handler is None:
         return
-    current = _handler(sigchld)
-    if callable(current) and not isinstance(current, ChildGuard):
+    current = _handler(sigchld)  # the usual answer, at every unit: in place already
+    if isinstance(current, ChildGuard) or not callable(current):
+        return
+    if state.owner == os.getpid() and _main_thread():
         _set_handler(sigchld, ChildGuard(current))
 
 

@@ -181,7 +181,8 @@ def _hold_signals(events: ExitEvents) -> dict:
     if sigchld is not None and chld_handler is not None:
         saved[sigchld] = chld_handler
         signal.signal(sigchld, lambda received, frame: _note_children(events))
-        _note_children(events)  # those that died before the hold (``ChildGuard`` noted them)
+        if flushing.children_noted:  # deaths before the hold that ``ChildGuard`` only noted
+            _note_children(events)
     return saved
 
 
