@@ -14,6 +14,7 @@ from ...errors import ConfigError
 from ...version import __version__
 from .. import outfile, parallel
 from ..progress import Progress
+from ..read.errors import CorruptFile
 from . import choose, clock
 from .write import COUNTS_SUFFIX, Counts, TimelineWriter, write_rank
 from .write import _types as write_types
@@ -79,9 +80,6 @@ def on_collectives(selection: choose.Selection, alignment: clock.Alignment) -> c
 
 def _collectives(track):
     """[step, name, group, bytes, start, end] of a track on its clock; None when not at hand."""
-    import os
-
-    from ..read.errors import CorruptFile
     from ..summary import npu_collectives, torchtrace
 
     found = []
@@ -123,13 +121,25 @@ def merge_timeline(directory: str, output: str, ranks: Optional[List[str]] = Non
     if not math.isfinite(min_us) or min_us < 0:
         raise ConfigError(f"--min-us {min_us:g} must be a finite number >= 0 (µs; 0 keeps "
                           f"every event).")
-    selection = choose.select(directory, ranks=ranks, steps=steps, role=role)
+    # files check has not scanned give their steps from their markers alone, and the write
+    # validates them (it decodes every byte as strictly as check): one that proves corrupt
+    # makes the whole choice again, validated, which leaves it out with a note as before
+    selection = choose.select(directory, ranks=ranks, steps=steps, role=role, quick=True)
+    with outfile.ended_by_signals("timeline", output):  # SIGTERM: temporaries go, exit 143
+        try:
+            return _aligned_write(output, selection, min_us)
+        except CorruptFile:
+            if not selection.quick:
+                raise
+        selection = choose.select(directory, ranks=ranks, steps=steps, role=role)
+        return _aligned_write(output, selection, min_us)
+
+
+def _aligned_write(output, selection, min_us) -> Merged:
     alignment = clock.align({t.rank: t.steps() for t in selection.tracks},
                             {t.rank: t.host for t in selection.tracks}, selection.steps)
     alignment = on_collectives(selection, alignment)
-    origin = origin_us(selection, alignment)
-    with outfile.ended_by_signals("timeline", output):  # SIGTERM: temporaries go, exit 143
-        return _write(output, selection, alignment, origin, min_us)
+    return _write(output, selection, alignment, origin_us(selection, alignment), min_us)
 
 
 def _write(output, selection, alignment, origin, min_us) -> Merged:

@@ -186,3 +186,85 @@ def test_process_metadata_is_found_in_every_piece_and_across_piece_sizes(tmp_pat
     for chunk in (64, 1000, 1 << 20):
         assert tracescan.scan_trace(path, chunk).processes == {7: "lane 7", 8: "lane 8",
                                                                 9: "lane 9"}
+
+
+# tracescan.quick_steps: timeline's steps from the markers alone (the file not validated)
+
+
+def _quick(path, block):
+    with open(path, "rb") as handle:
+        return tracescan._quick(handle, block)
+
+
+@pytest.mark.parametrize("block", [16, 64, 4 << 20])
+def test_quick_steps_are_the_validated_scans_on_the_real_sample(timeline, block):
+    full = tracescan.scan_trace(timeline)
+    quick = _quick(timeline, block) if block != 4 << 20 else tracescan.quick_steps(str(timeline))
+    assert quick is not None and full.steps and quick.steps == full.steps
+    assert quick.unreadable == full.unreadable
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.tuples(st.integers(0, 9), st.one_of(
+    st.floats(0, 1e16, allow_nan=False), st.sampled_from(["1704161511420289.011", "nan"]))),
+    max_size=8), filler=st.integers(0, 30), block=st.integers(16, 700),
+    indent=st.sampled_from([None, 1]), wrapped=st.booleans())
+def test_quick_steps_agree_with_the_validated_scan_or_step_aside(
+        tmp_path, steps, filler, block, indent, wrapped):
+    """Wherever the markers fall against the reads (blocks down to 16 bytes), repeated steps,
+    a step's name inside another event's args, unreadable times: the same steps as the
+    validated scan, or None (the caller then scans whole), never other steps."""
+    events = [{"ph": "X", "name": "first", "ts": 0, "dur": 1},
+              {"ph": "X", "name": "aten::mm", "ts": 1, "dur": 2,
+               "args": {"note": "ProfilerStep#9", "list": [{"name": "ProfilerStep#8"}]}}]
+    for number, ts in steps:
+        events += [{"ph": "X", "name": f"ProfilerStep#{number}", "ts": ts, "dur": 3}] + \
+            [{"ph": "X", "name": f"op{i}", "ts": 5, "dur": 1, "args": {"#": "#"}}
+             for i in range(filler)]
+    events.append({"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "x#"}})
+    data = {"traceEvents": events, "traceName": "ProfilerStep#7"} if wrapped else events
+    path = write(tmp_path, json.dumps(data, indent=indent))
+    full = tracescan.scan_trace(path)
+    quick = _quick(path, block)
+    assert quick is None or (quick.steps == full.steps and quick.unreadable == full.unreadable)
+    if not wrapped and indent is None and steps:  # plain arrays: nothing stands in the way
+        assert quick is not None
+
+
+@pytest.mark.parametrize("text", [
+    '[{"ph":"X","name":"ProfilerStep#1","ts":1,"dur":2},{"ph":"X","name":"a","ts":1,"dur":1}]',
+    '[{"ph":"X","name":"a","ts":1,"dur":1},{"ph":"X","name":"ProfilerStep#1","ts":1,"dur":2}]',
+    '[{"ph":"X","name":"a","ts":1,"dur":1},{"ph":"X","name":"b","ts":1,"dur":1,"args":{"l":['
+    '{"name":"ProfilerStep#3","ph":"X","ts":5,"dur":1},{"y":2}]}},{"ph":"X","name":"c"}]',
+])
+def test_quick_steps_step_aside_where_a_marker_cannot_be_decoded_alone(tmp_path, text):
+    # the first and the last event (no boundary on one side), a step opening a nested list
+    path = write(tmp_path, text)
+    assert tracescan.quick_steps(str(path)) is None
+    assert tracescan.scan_trace(path).events in (2, 3)
+
+
+def test_a_step_nested_between_objects_of_a_list_reads_as_the_validated_scan_reads_it(
+        tmp_path):
+    """Known limit of both scans (decoding only around markers): an X event named
+    ProfilerStep#N nested between two objects of a list in another event's args decodes
+    alone, and both count it as a step; what the quick read must not do is differ."""
+    path = write(tmp_path, '[{"ph":"X","name":"a","ts":1,"dur":1},{"ph":"X","name":"b",'
+                           '"args":{"l":[{"x":1},{"name":"ProfilerStep#3","ph":"X","ts":5,'
+                           '"dur":1},{"y":2}]}},{"ph":"X","name":"c","ts":1,"dur":1}]')
+    assert tracescan.quick_steps(str(path)).steps == tracescan.scan_trace(path).steps
+
+
+def test_quick_steps_step_aside_for_gzip_and_what_is_no_regular_file(tmp_path):
+    import os
+
+    gz = tmp_path / "t.json.gz"
+    with gzip.open(gz, "wt") as handle:
+        handle.write('[{"ph":"X","name":"a"},{"ph":"X","name":"ProfilerStep#1","ts":1,'
+                     '"dur":2},{"ph":"X","name":"b"}]')
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    assert tracescan.quick_steps(str(gz)) is None
+    assert tracescan.quick_steps(str(fifo)) is None  # refused at once: never waits for a writer
+    assert tracescan.quick_steps(str(tmp_path / "gone.json")) is None

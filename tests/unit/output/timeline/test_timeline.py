@@ -295,3 +295,55 @@ def test_an_engine_step_window_is_a_timeline_in_engine_steps(tmp_path, capsys):
     data = merged(out)
     assert data["mindspeed_prof"]["unit"] == "engine step"
     assert {pid: sorted(s) for pid, s in step_markers(data).items()} == {1: [3, 4, 5]}
+
+
+def test_a_file_corrupt_past_its_markers_is_left_out_with_its_reason_though_read_quickly(
+        two_ranks, tmp_path, capsys, monkeypatch):
+    """Files check has not scanned give their steps from their markers alone (not validated);
+    the write finds rank 1's file corrupt, and the choice is made again, validated: the file is
+    left out with check's reason, the other rank written, no part left behind."""
+    from mindspeed_prof.output.timeline import choose
+
+    save = tmp_path / "prof"
+    shutil.copytree(two_ranks, save)
+    trace = next(save.glob("rank1.*.pt.trace.json"))
+    text = trace.read_text()
+    middle = text.index('"name": "aten::', len(text) // 2)
+    trace.write_text(text[:middle] + '"name": "aten::\x01broken", ' + text[middle:])
+    monkeypatch.setenv("MINDSPEED_PROF_CACHE", str(tmp_path / "empty_cache"))
+    calls = []
+    select = choose.select
+
+    def spy(*args, **kwargs):
+        selection = select(*args, **kwargs)
+        calls.append((kwargs.get("quick", False), selection.quick))
+        return selection
+    monkeypatch.setattr(choose, "select", spy)
+    out = tmp_path / "merged.json.gz"
+
+    code, printed, err = run_cli(capsys, "timeline", save, "-o", out)
+
+    assert code == 0, err
+    assert calls == [(True, True), (False, False)]
+    data = merged(out)
+    assert set(process_names(data)) == {1}
+    assert any(trace.name in note and "unreadable" in note and "left out" in note
+               for note in data["mindspeed_prof"]["notes"])
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "empty_cache") == \
+        ["merged.json.gz", "prof"]  # no part, no temporary file
+
+
+def test_files_check_scanned_are_not_read_again_for_their_steps(two_ranks, tmp_path, capsys,
+                                                                 monkeypatch):
+    from mindspeed_prof.output import cache
+    from mindspeed_prof.output.read import tracescan
+
+    monkeypatch.setenv("MINDSPEED_PROF_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(cache, "MIN_BYTES", 1)  # the fixture's files: small, just written
+    monkeypatch.setattr(cache, "RACY_SECONDS", 0.0)
+    monkeypatch.setattr(cache, "_disabled", False)  # an earlier --no-cache in this process
+    assert run_cli(capsys, "check", two_ranks)[0] == 0
+    quick = []
+    monkeypatch.setattr(tracescan, "quick_steps", lambda path: quick.append(path))
+    assert run_cli(capsys, "timeline", two_ranks, "-o", tmp_path / "m.json.gz")[0] == 0
+    assert quick == []
