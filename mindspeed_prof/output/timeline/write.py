@@ -18,8 +18,10 @@ raw JSON text it was (never built into Python objects, written back as it came):
 events per second of dicts. Fields no viewer of the Chrome format reads are not written.
 """
 
+import gc
 import os
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Dict, Optional, Tuple
 
@@ -216,7 +218,7 @@ def write_rank(part: str, rank: int, name: str, files, shift: float,
     separated by commas, no brackets (run in a worker process: ranks in parallel, each
     streamed). ``files``: (path, base_ns, (lo, hi) or None) per capture; events whose start
     lies outside [lo, hi) are left out (None: all)."""
-    with open(part, "wb") as out:
+    with open(part, "wb") as out, _no_collection():
         deflated = Deflated(out)  # compressed here, in the rank's worker (deflate.py)
         writer = _RankWriter(deflated, origin_us)
         writer.rank(rank, name, files, shift, keep_steps, min_us)
@@ -225,6 +227,22 @@ def write_rank(part: str, rank: int, name: str, files, shift: float,
         out.write(writer._types["encode"]({**{k: getattr(writer.counts, k) for k in COUNTED},
                                            "crc": deflated.crc, "length": deflated.length}))
     return writer.counts
+
+
+@contextmanager
+def _no_collection():
+    """The cyclic garbage collector held off while a rank is written: a write makes no
+    cycles, but its tracked objects (a piece's Structs on the Python path, a key tuple per
+    flow in a dict id map: 118 K per 95 MB rank) trigger collections that walk them all and
+    find nothing. Per 95 MB rank: the Python path 1.81-1.95 -> 1.76-1.82 s of CPU; the C path
+    with the dict map 0.39-0.42 -> 0.34-0.35 s (its map is now the C one, ``IdMap``)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 class _RankWriter:
