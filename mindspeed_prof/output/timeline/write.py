@@ -56,6 +56,13 @@ def native() -> Any:
     return _eventpatch
 
 
+def _id_map() -> Any:
+    """The (cat, id) -> number map of a rank's flow ids: the C rewrite's own (``IdMap``,
+    used by both paths: an id is one number whichever path meets it first), else a dict."""
+    patch = native()
+    return patch.IdMap() if patch is not None else {}
+
+
 def _types():
     """The event Struct and its decoders, made once (msgspec is the CLI's, imported late)."""
     if not _EVENT_TYPES:
@@ -108,7 +115,7 @@ class _Rank:
     keep_steps: Optional[Tuple[int, int]]
     min_us: float
     tids: Dict[tuple, int] = field(default_factory=dict)
-    ids: Dict[tuple, int] = field(default_factory=dict)
+    ids: Any = field(default_factory=lambda: _id_map())  # (cat, id) -> number
     next_id: int = 0
     process_names: Dict[object, str] = field(default_factory=dict)
     thread_names: Dict[tuple, str] = field(default_factory=dict)

@@ -58,6 +58,7 @@ class Counted:
 
     def __init__(self, module):
         self.module, self.pieces = module, 0
+        self.IdMap = module.IdMap
 
     def rewrite(self, *args):
         done = self.module.rewrite(*args)
@@ -316,7 +317,7 @@ def test_strings_with_a_byte_that_needs_attention_at_every_place_are_written_the
     assert counts.events == len(texts) + 4 and counts.native_pieces
     # a byte msgspec refuses (not UTF-8, a control character) leaves the piece to Python,
     # wherever it lies in a string
-    state = write._Rank(pid=3, shift=0.0, keep_steps=None, min_us=0.0)
+    state = write._Rank(pid=3, shift=0.0, keep_steps=None, min_us=0.0, ids=patch.IdMap())
     params = write._native_params(state, 0, None, 0)
     for bad in (b"\xff", b"\xc3", b"\x01", b"\x1f", b"\xed\xa0\x80"):
         for before in range(0, 34, 3):
@@ -335,7 +336,7 @@ def test_a_rewrite_called_inside_another_writes_its_own_piece(patch):
                                 for i, n in enumerate(names)) + "]").encode()
 
     def run(array, fallback):
-        state = write._Rank(pid=3, shift=0.0, keep_steps=None, min_us=0.0)
+        state = write._Rank(pid=3, shift=0.0, keep_steps=None, min_us=0.0, ids=patch.IdMap())
         params = write._native_params(state, 0, None, 0)
         return patch.rewrite(array, params, state.tids, state.ids, state, fallback)
 
@@ -373,10 +374,10 @@ def test_a_piece_msgspec_refuses_is_left_to_the_python_path_whole(
     good = HOSTILE[3]
     path = raw_file(tmp_path, [good, good, bad, good, good])
     array = path.read_bytes()
-    state = write._Rank(pid=3, shift=0.0, keep_steps=None, min_us=0.0)
+    state = write._Rank(pid=3, shift=0.0, keep_steps=None, min_us=0.0, ids=patch.IdMap())
     params = write._native_params(state, 0, None, ORIGIN)
     assert patch.rewrite(array, params, state.tids, state.ids, state, None) is None
-    assert state.tids == {} and state.ids == {} and state.next_id == 0
+    assert state.tids == {} and len(state.ids) == 0 and state.next_id == 0
     try:
         pure = part_of(tmp_path, monkeypatch, None, [(str(path), 0, None)], 0.0, None, 0.0,
                        ORIGIN)
@@ -448,3 +449,72 @@ def test_generated_events_are_written_and_counted_as_the_python_path_does(
                     encoding="utf-8")
     assert_same(tmp_path, monkeypatch, patch, [(path, 0, span)], keep_steps=steps,
                 min_us=min_us, origin=origin)
+
+
+def test_a_flow_id_met_first_on_either_path_is_one_number_on_both(tmp_path, monkeypatch, patch):
+    """The id map lives in C (``IdMap``) and the Python path (events the C code leaves to it)
+    reads and fills the same map: an id met first with an escape in its string (Python's),
+    then plainly (C's), and the reverse, an integer written ``-0`` and ``0``, a cat with an
+    escape and without, a cat absent and ``null``: one number per (cat, id), as the Python
+    path alone numbers them. A map of dicts would pass only where no event went to Python."""
+    def flow(ph, cat, ident, ts):
+        cat_field = "" if cat is None else f'"cat":{cat},'
+        return f'{{"ph":"{ph}","name":"f","pid":1,"tid":3,{cat_field}"ts":{ts},"id":{ident}}}'
+    pairs = [('"a"', '"\\u0031"', '"a"', '"1"'), ('"a"', '"2"', '"a"', '"\\u0032"'),
+             ('"a"', "-0", '"a"', "0"), ('"\\u0062"', "7", '"b"', "7"),
+             (None, "9", "null", "9"), ('"a"', "1", '"a"', '"1"'),
+             ('"c"', "123456789012345678901", '"c"', "123456789012345678901"),
+             ('"%s"' % ("k" * 50), '"%s"' % ("v" * 60), '"%s"' % ("k" * 50), '"%s"' % ("v" * 60))]
+    texts = []
+    for index, (cat_s, id_s, cat_f, id_f) in enumerate(pairs):
+        texts.append(flow("s", cat_s, id_s, 10 + index))
+        texts.append(flow("f", cat_f, id_f, 20 + index))
+    path = raw_file(tmp_path, texts)
+    assert_same(tmp_path, monkeypatch, patch, [(path, 0, None)], origin=0)
+    events, _ = part_of(tmp_path, monkeypatch, Counted(patch), [(str(path), 0, None)], 0.0,
+                        None, 0.0, 0)
+    ids = [e["id"] for e in events if e.get("ph") in ("s", "f")]
+    # pairs 0-4 join; pair 5 an int (new) and the str "1" (pair 0's); pair 6 21 digits; pair
+    # 7 a key past a slot's own bytes (kept beside the table)
+    assert ids[0:10:2] == ids[1:10:2] and len(set(ids[0:10:2])) == 5
+    assert ids[10] not in ids[:10] and ids[11] == ids[0] and ids[12] == ids[13]
+    assert ids[14] == ids[15] and len(set(ids)) == 5 + 1 + 1 + 1
+
+
+def test_the_id_map_answers_as_a_dict_of_its_keys(patch):
+    ids = patch.IdMap()
+    assert ids.get(("cat", 5)) is None and len(ids) == 0
+    ids[("cat", 5)] = 11
+    ids[("cat", "5")] = 12
+    ids[("c\udc80t", "\ud800")] = 13  # what the Python path may hold: lone surrogates
+    assert (ids.get(("cat", 5)), ids.get(("cat", "5")), ids[("c\udc80t", "\ud800")]) == \
+        (11, 12, 13)
+    assert ids.get(("ca", "t5")) is None and ids.get(("cat", 5.0)) is None
+    with pytest.raises(KeyError):
+        ids[("cat", 6)]
+    with pytest.raises(TypeError):
+        ids[("cat", 6.5)] = 1
+    for n in range(5000):  # past its first table's size; long keys beside the table
+        ids[("x", n)] = n
+        ids[("x" * 40, f"{n:060d}")] = -n
+    assert len(ids) == 10003 and all(ids.get(("x", n)) == n for n in range(0, 5000, 7))
+    assert all(ids[("x" * 40, f"{n:060d}")] == -n for n in range(0, 5000, 7))
+    assert ids.get(("x" * 40, f"{1:059d}")) is None
+    ids.clear()
+    assert len(ids) == 0 and ids.get(("cat", 5)) is None
+
+
+@pytest.mark.parametrize("min_us", [0.0, 2.0])
+def test_durations_read_or_left_unread_keep_and_drop_as_the_python_path(
+        tmp_path, monkeypatch, patch, min_us):
+    """With no minimum the C code reads no plain duration (>= 0, under 1e18 by its digits):
+    every edge of that shortcut, kept and dropped as the Python path decides."""
+    durations = ["0", "-0", "-1.5", "0.5", "2", "1.66001658356567", "999999999999999999.5",
+                 "1000000000000000000", "1000000000000000001", "12345678901234567890",
+                 "1e2", "1E18", "1e19", "-1e300", "0.0000001"]
+    texts = ['{"ph":"X","name":"op %d","pid":1,"tid":3,"ts":%d,"dur":%s}' % (i, i, d)
+             for i, d in enumerate(durations)]
+    path = raw_file(tmp_path, texts)
+    counts = assert_same(tmp_path, monkeypatch, patch, [(path, 0, None)], min_us=min_us,
+                         origin=0)
+    assert counts.native_pieces and counts.events > 4  # the piece is C's
