@@ -35,11 +35,12 @@ GROUP = "default_pg"
 START_US = 1_000_000.0
 
 
-def step_parts(rank, slow):
+def step_parts(rank, slow, stall=0.0):
     """(free, computing, transfer) µs of every step of ``rank`` by itself: a host-bound rank
-    stalls as long as a compute-bound one computes longer."""
+    stalls as long as a compute-bound one computes longer; ``stall``: this step's extra host
+    time, in that stall's units."""
     part = slow.get(rank)
-    return (FREE_US + ((SLOW_BY - 1.0) * COMPUTE_US if part == "free" else 0.0),
+    return (FREE_US + ((SLOW_BY - 1.0) * COMPUTE_US * (stall + (part == "free"))),
             COMPUTE_US * (SLOW_BY if part == "compute" else 1.0),
             COMM_US * (SLOW_BY if part == "comm" else 1.0))
 
@@ -48,10 +49,12 @@ def dp_group(rank, ranks, tp):
     return [r for r in range(rank % tp, ranks, tp)]
 
 
-def schedule(ranks, slow, tp=1):
+def schedule(ranks, slow, tp=1, stalls=None):
     """Per rank, on one true clock from the step's start: (arrival at its DP all-reduce, that
-    all-reduce's end, arrival at the loss all-reduce), the loss all-reduce's end, and the step."""
-    arrival = {r: sum(step_parts(r, slow)[:2]) for r in range(ranks)}
+    all-reduce's end, arrival at the loss all-reduce), the loss all-reduce's end, and the step.
+    ``stalls``: {rank: extra host time} of this step."""
+    stalls = stalls or {}
+    arrival = {r: sum(step_parts(r, slow, stalls.get(r, 0.0))[:2]) for r in range(ranks)}
     dp_end = {}
     for first in range(min(tp, ranks)):
         members = dp_group(first, ranks, tp)
@@ -80,17 +83,22 @@ def _args(members, ranks):
 
 
 def rank_trace(rank, steps, slow, device=False, kernels=1, ranks=None, tp=1, skew_us=0.0,
-               plan=None):
+               plan=None, stalls=None):
+    """``stalls``: {rank: [extra host time per step]} (each step then has its own plan)."""
     ranks = ranks or rank + 1
-    arrival, dp_end, loss_arrival, loss_end, length = plan or schedule(ranks, slow, tp)
-    free, compute, _ = step_parts(rank, slow)
+    plans = [schedule(ranks, slow, tp, {r: f[i] for r, f in stalls.items()})
+             for i in range(len(steps))] if stalls else \
+        [plan or schedule(ranks, slow, tp)] * len(steps)
     group_args = _args(dp_group(rank, ranks, tp), ranks)
     loss_args = {**_args(list(range(ranks)), ranks), "In msg nelems": 2}
     events = [{"ph": "M", "name": "process_name", "pid": rank, "tid": 0,
                "args": {"name": "python"}}]
     ts = START_US + skew_us
     correlation = 0
-    for step in steps:
+    for index, step in enumerate(steps):
+        arrival, dp_end, loss_arrival, loss_end, length = plans[index]
+        free, compute, _ = step_parts(rank, slow, stalls.get(rank, [0.0] * len(steps))[index]
+                                      if stalls else 0.0)
         events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}",
                        "pid": rank, "tid": rank, "ts": ts, "dur": length})
         events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": rank,
@@ -101,10 +109,10 @@ def rank_trace(rank, steps, slow, device=False, kernels=1, ranks=None, tp=1, ske
                            "tid": rank, "ts": ts + start, "dur": end - start, "args": args})
         if device:
             width = compute / kernels
-            for index in range(kernels):
+            for part in range(kernels):
                 correlation += 1
                 _kernel(events, rank, correlation, "ampere_sgemm_128x64_nn",
-                        ts + free + index * width, width * 0.98, {})
+                        ts + free + part * width, width * 0.98, {})
             for start, end, args in ((arrival[rank], dp_end[rank], group_args),
                                      (loss_arrival[rank], loss_end, loss_args)):
                 correlation += 1
@@ -118,9 +126,11 @@ def rank_trace(rank, steps, slow, device=False, kernels=1, ranks=None, tp=1, ske
 
 
 def simulated_job(directory, ranks=1024, steps=(5, 6, 7), slow=None, device=False, kernels=1,
-                  tp=1, hosts=None, skew_us=None):
+                  tp=1, hosts=None, skew_us=None, stalls=None):
     """Write the job's traces (and, with ``hosts``, its manifests) under ``directory``;
-    returns ``directory``."""
+    returns ``directory``. ``stalls``: {rank: [extra host time per step]}, in units of the
+    host-bound rank's stall: a rank stalled by another amount each step (the others still
+    wait for it: the step is everyone's)."""
     slow = slow or {}
     skew_us = skew_us or {}
     os.makedirs(directory, exist_ok=True)
@@ -131,7 +141,7 @@ def simulated_job(directory, ranks=1024, steps=(5, 6, 7), slow=None, device=Fals
         with open(os.path.join(str(directory), name), "w") as handle:
             # kineto's spacing where HTA reads the rank (its regex wants `"rank": N`)
             json.dump(rank_trace(rank, steps, slow, device, kernels, ranks, tp,
-                                 skew_us.get(host, 0.0), plan),
+                                 skew_us.get(host, 0.0), plan, stalls),
                       handle, separators=(", ", ": ") if device else (",", ":"))
         if hosts:
             manifest(directory, rank, ranks, tp, f"node{host}", name, steps)

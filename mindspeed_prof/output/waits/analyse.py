@@ -16,9 +16,12 @@ collectives. Collectives whose group the files leave ambiguous are not matched
 A rank is slow when the others wait for it, steadily: in the median step each member of its
 collectives waited ``SLOW_WAIT_PCT`` % of the median step time or more for it, and that median
 is at least ``STEADY`` times the spread of the wait over the steps (the median absolute
-deviation). A descheduled process or a GC pause delays one step by a random amount, and on a
-busy host the rank it delays changes from step to step: that is noise, not a slow rank (the
-report's slow steps name those steps); a slow rank delays every step alike. Its reason is
+deviation), or the wait passed that mark in ``LATE_SHARE`` of the steps (of 4 or more). A
+descheduled process or a GC pause delays one step by a random amount, and on a busy host the
+rank it delays changes from step to step: that is noise, not a slow rank (the report's slow
+steps name those steps); a slow rank delays every step alike, or every step by another amount
+(a data loader, a collector that stalls it unevenly): it is late in nearly every step. Its
+reason is
 read from what ran before its late arrival, against the median of the ranks that waited for it
 in the same steps (summary's step breakdown): **compute-bound** (Computing grew: the operator
 that grew most is named), **host-bound** (Free grew: the device idle, or on the CPU the host's
@@ -37,6 +40,7 @@ from .layout import Layout
 
 SLOW_WAIT_PCT = 10.0
 STEADY = 5.0  # ... and steadily: its median delay this many times its spread over the steps
+LATE_SHARE = 0.75  # ... or late past the mark in this share of the steps (4 steps or more)
 EXPLAINS = 0.25  # a part of the breakdown explains lateness when it grew by this share of it
 # a group's transfers this much slower than other groups' of its kind and size: a slow link
 SLOW_LINK_RATIO = 1.5
@@ -145,8 +149,12 @@ def analyse(rank_summaries: List[Any], layout: Layout,
         spread = statistics.median(abs(d - row["median_delay_us"]) for d in delays) \
             if delays else 0.0
         row["delay_spread_us"] = spread
-        if not median_step or row["median_delay_us"] < SLOW_WAIT_PCT / 100 * median_step \
-                or row["median_delay_us"] < STEADY * spread:
+        mark = SLOW_WAIT_PCT / 100 * median_step if median_step else None
+        row["late_steps"] = sum(d >= mark for d in delays) if mark else 0
+        if not mark or row["median_delay_us"] < mark:
+            continue
+        if row["median_delay_us"] < STEADY * spread and not (
+                len(steps) >= 4 and row["late_steps"] >= LATE_SHARE * len(steps)):
             continue
         slow.append(_slow_rank(row, ranks, layout, made_in_group, groups, group_rows,
                                waited_for, steps, median_step, members,

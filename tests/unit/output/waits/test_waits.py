@@ -62,6 +62,37 @@ def test_a_calm_synchronous_job_names_no_slow_rank(tmp_path, capsys):
     assert code == 0 and "Slow ranks: none (no rank made the other members" in text
 
 
+STEPS = tuple(range(5, 13))
+# rank 3's stall each step: late in every step, by 0.3x to 2.2x a host-bound rank's stall
+UNEVEN = [0.3, 2.0, 0.35, 1.8, 0.3, 2.2, 0.4, 1.9]
+
+
+def test_a_rank_late_in_every_step_by_uneven_amounts_is_named_slow(tmp_path, capsys):
+    """Its median wait (1.0x) is smaller than 5 times its spread over the steps (0.8x), the
+    steadiness a step-to-step noise lacks; but the others waited for it in every step, past
+    10 % of the step: a data loader or a collector that stalls it by another amount each step
+    is a slow rank all the same."""
+    directory = simulated_job(str(tmp_path / "prof"), ranks=8, steps=STEPS, tp=2, hosts=4,
+                              stalls={3: UNEVEN})
+    _, data = run_cli_json(capsys, "summary", directory)
+    [slow] = [s for s in data["slow_ranks"] if s["slow"]]
+    assert (slow["rank"], slow["reason"]) == (3, "host-bound")
+    [row] = [r for r in data["waits"]["ranks"] if r["rank"] == 3]
+    assert row["median_delay_us"] < 5 * row["delay_spread_us"]  # the spread rule alone: none
+    assert row["late_steps"] == len(STEPS)
+
+
+def test_stalls_that_move_from_rank_to_rank_name_no_slow_rank(tmp_path, capsys):
+    """A busy host's noise: each step another rank stalls (as long as the uneven rank's
+    longest): every rank was waited for in one step of eight, none is slow."""
+    directory = simulated_job(str(tmp_path / "prof"), ranks=8, steps=STEPS, tp=2, hosts=4,
+                              stalls={r: [2.2 if i == r else 0.0 for i in range(len(STEPS))]
+                                      for r in range(8)})
+    _, data = run_cli_json(capsys, "summary", directory)
+    assert not any(s["slow"] for s in data["slow_ranks"])
+    assert max(r["late_steps"] for r in data["waits"]["ranks"]) == 1
+
+
 def test_a_host_whose_clock_is_seconds_off_keeps_its_slow_ranks_lateness(tmp_path, capsys):
     # ranks 4-7 share a host whose clock is 3 s ahead; rank 5 on it computes 3x longer
     directory = simulated_job(str(tmp_path / "prof"), ranks=8, slow={5: "compute"}, hosts=4,
