@@ -78,12 +78,15 @@ def breakdown(threads, steps: Dict[int, Tuple[float, float]],
     compute = _union(*_joined(np, parts[compute_kind]))
     comm = _union(*_joined(np, parts[comm_kind]))
     either = _union(np.concatenate([compute[0], comm[0]]), np.concatenate([compute[1], comm[1]]))
+    numbers = list(steps)
+    spans = [device_steps[n] if device and n in device_steps else steps[n] for n in numbers]
+    los = np.array([ts for ts, _ in spans], dtype=np.float64)
+    his = los + np.array([dur for _, dur in spans], dtype=np.float64)
+    covered = [_covered(np, u, los, his) for u in (compute, comm, either)]
     result = {}
-    for number, (ts, dur) in steps.items():
-        if device and number in device_steps:
-            ts, dur = device_steps[number]
-        lo, hi = ts, ts + dur
-        busy, talking, any_ = (_covered(np, u, lo, hi) for u in (compute, comm, either))
+    for index, number in enumerate(numbers):
+        dur = spans[index][1]
+        busy, talking, any_ = (float(c[index]) for c in covered)
         overlapped = max(busy + talking - any_, 0.0)
         result[number] = {"Computing": busy,
                           "Communication(Not Overlapped)": talking - overlapped,
@@ -134,12 +137,18 @@ def _inside(starts, ends, outer_starts, outer_ends):
     return held & (outer_ends[at] >= ends)
 
 
-def _covered(np, union, lo, hi):
-    """Time in ``[lo, hi]`` that the disjoint intervals ``union`` cover."""
+def _covered(np, union, los, his):
+    """Per window ``[los[i], his[i]]``, the time the disjoint sorted intervals ``union`` cover:
+    every window at once (a window and an interval that meet, one row each; their clipped
+    lengths summed per window), where a numpy call per step cost 0.9 s at 30 K steps."""
     starts, ends = union
-    first = int(np.searchsorted(ends, lo, side="right"))
-    last = int(np.searchsorted(starts, hi, side="left"))
-    if last <= first:
-        return 0.0
-    clipped = np.minimum(ends[first:last], hi) - np.maximum(starts[first:last], lo)
-    return float(np.clip(clipped, 0.0, None).sum())
+    first = np.searchsorted(ends, los, side="right")
+    counts = np.maximum(np.searchsorted(starts, his, side="left") - first, 0)
+    total = int(counts.sum())
+    if not total:
+        return np.zeros(len(los))
+    window = np.repeat(np.arange(len(los)), counts)
+    # the intervals first[i], first[i] + 1, ... of each window, side by side
+    at = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts) + first[window]
+    clipped = np.minimum(ends[at], his[window]) - np.maximum(starts[at], los[window])
+    return np.bincount(window, weights=np.clip(clipped, 0.0, None), minlength=len(los))

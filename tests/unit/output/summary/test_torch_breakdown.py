@@ -8,6 +8,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from helpers.cli import run_cli, run_cli_json
 from mindspeed_prof.output import summarize_directory
@@ -199,3 +201,23 @@ def test_plot_draws_a_bar_per_backend_of_a_rank(tmp_path, capsys, monkeypatch):
     code, out, _ = run_cli(capsys, "summary", tmp_path, "--plot", tmp_path / "steps.png")
     assert code == 0 and (tmp_path / "steps.png").stat().st_size > 0
     assert drawn and all(labels == ["0 npu", "0 torch"] for labels in drawn)
+
+
+@settings(max_examples=80, deadline=None)
+@given(intervals=st.lists(st.tuples(st.integers(0, 200), st.integers(0, 30)), max_size=30),
+       windows=st.lists(st.tuples(st.integers(-10, 220), st.integers(0, 60)), max_size=12))
+def test_the_time_every_window_covers_is_counted_as_one_window_at_a_time(intervals, windows):
+    """Every step's window at once (windows overlapping, touching, outside the intervals,
+    empty): the same time as clipping each interval to each window, one by one."""
+    np = pytest.importorskip("numpy")
+    from mindspeed_prof.output.summary import torchsteps
+
+    starts = np.array([float(a) for a, _ in intervals])
+    union = torchsteps._union(starts, starts + np.array([float(d) for _, d in intervals]))
+    los = np.array([float(a) for a, _ in windows])
+    his = los + np.array([float(d) for _, d in windows])
+    got = torchsteps._covered(np, union, los, his)
+    for lo, hi, value in zip(los, his, got):
+        expected = sum(max(min(e, hi) - max(s, lo), 0.0) for s, e in zip(*union))
+        assert value == pytest.approx(expected, abs=1e-9)
+    assert len(got) == len(windows)
