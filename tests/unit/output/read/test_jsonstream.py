@@ -268,3 +268,14 @@ def test_quick_steps_step_aside_for_gzip_and_what_is_no_regular_file(tmp_path):
     assert tracescan.quick_steps(str(gz)) is None
     assert tracescan.quick_steps(str(fifo)) is None  # refused at once: never waits for a writer
     assert tracescan.quick_steps(str(tmp_path / "gone.json")) is None
+
+
+@pytest.mark.parametrize("inside", ["ProfilerStep#1 ", 'ProfilerStep#1},{"ph":"X",'])
+def test_markers_by_the_thousand_inside_one_string_step_aside_at_the_first(tmp_path, inside):
+    """A hostile string full of markers (and of event boundaries): the first marker's event
+    does not decode alone, and the quick read gives up there, never trying the next 40 000."""
+    text = json.dumps(inside * 40_000)
+    path = write(tmp_path, '[{"ph":"X","name":"a","ts":1,"dur":1},{"ph":"X","name":"b",'
+                           '"args":{"s":' + text + '}},{"ph":"X","name":"c","ts":2,"dur":1}]')
+    assert tracescan.quick_steps(str(path)) is None
+    assert tracescan.scan_trace(path).steps == {}
