@@ -682,8 +682,7 @@ typedef struct {
     PyObject_HEAD
     IdSlot *slots;
     size_t cap, used; /* cap a power of two, or 0 */
-    char *arena;
-    size_t arena_n, arena_cap;
+    Out arena;        /* the keys longer than a slot holds */
 } IdMap;
 
 static PyTypeObject IdMapType;
@@ -704,7 +703,8 @@ static inline IdSlot *idmap_slot(IdMap *m, const char *k, size_t n, uint64_t h) 
     size_t mask = m->cap - 1, i = (size_t)h & mask;
     for (;;) {
         IdSlot *s = &m->slots[i];
-        if (!s->hash || (s->hash == h && s->len == n && memcmp(slot_key(m->arena, s), k, n) == 0))
+        if (!s->hash ||
+            (s->hash == h && s->len == n && memcmp(slot_key(m->arena.p, s), k, n) == 0))
             return s;
         i = (i + 1) & mask;
     }
@@ -750,17 +750,9 @@ static int idmap_set(IdMap *m, const char *k, size_t n, uint64_t h, long long va
     if (n <= INLINE_KEY) {
         memcpy(s->key, k, n);
     } else {
-        if (m->arena_n + n > m->arena_cap) {
-            size_t cap = m->arena_cap ? m->arena_cap : 1 << 16;
-            while (cap < m->arena_n + n) cap *= 2;
-            char *arena = realloc(m->arena, cap);
-            if (!arena) { PyErr_NoMemory(); return -1; }
-            m->arena = arena;
-            m->arena_cap = cap;
-        }
-        memcpy(m->arena + m->arena_n, k, n);
-        memcpy(s->key, &m->arena_n, sizeof m->arena_n);
-        m->arena_n += n;
+        if (out_grow(&m->arena, n) < 0) return -1;
+        memcpy(s->key, &m->arena.n, sizeof m->arena.n);
+        put(&m->arena, k, n);
     }
     s->hash = h;
     s->len = (uint32_t)n;
@@ -870,10 +862,10 @@ static Py_ssize_t idmap_len(PyObject *self) { return (Py_ssize_t)((IdMap *)self)
 static PyObject *idmap_clear(PyObject *self, PyObject *unused) {
     IdMap *m = (IdMap *)self;
     free(m->slots);
-    free(m->arena);
+    free(m->arena.p);
     m->slots = NULL;
-    m->arena = NULL;
-    m->cap = m->used = m->arena_n = m->arena_cap = 0;
+    m->arena.p = NULL;
+    m->cap = m->used = m->arena.n = m->arena.cap = 0;
     Py_RETURN_NONE;
 }
 
