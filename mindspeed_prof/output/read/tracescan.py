@@ -207,16 +207,15 @@ def _quick(handle, block=4 << 20):
             while i >= 0:
                 hit = i - back
                 if base + hit >= covered and buf[hit:i + 1] == _STEP_BYTES:
-                    close = jsonstream.last_boundary(buf, max(0, hit - reach), hit)
-                    match = _BOUNDARY.search(buf, hit, min(held, hit + reach))
-                    if close < 0 or match is None:
+                    first, last = _around(buf, max(0, hit - reach), min(held, hit + reach), hit)
+                    if first is None or last is None:
                         return None
-                    event = json.loads(bytes(view[close + 1:match.start() + 1]).lstrip(
+                    event = json.loads(bytes(view[first:last]).lstrip(
                         b" \t\r\n,"))  # ValueError: a boundary in a nested value fooled it
                     if not isinstance(event, dict):
                         return None
                     scan.take(event)
-                    covered = base + match.start() + 1
+                    covered = base + last
                 i = buf.find(b"#", i + 1, end)
             if eof:
                 return scan
@@ -236,10 +235,8 @@ def _marked_events(data, lo, hi, scratch):
     for hit in hits:
         if hit < covered:
             continue
-        start = jsonstream.last_boundary(data, lo, hit)
-        start = lo if start < 0 else start + 1
-        match = _BOUNDARY.search(data, hit, hi)
-        end = match.start() + 1 if match else hi
+        start, end = _around(data, lo, hi, hit)
+        start, end = lo if start is None else start, hi if end is None else end
         try:
             events = json.loads(b"[" + bytes(data[start:end]).lstrip(b" \t\r\n,") + b"]")
         except ValueError:
@@ -248,6 +245,15 @@ def _marked_events(data, lo, hi, scratch):
             return
         yield from events
         covered = end
+
+
+def _around(data, lo, hi, hit):
+    """The bytes of the event around the marker at ``hit`` within ``data[lo:hi]``: (first,
+    last), from past the last event boundary before it to past the brace that closes it at
+    the next boundary; None for a side with no boundary in the range."""
+    close = jsonstream.last_boundary(data, lo, hit)
+    match = _BOUNDARY.search(data, hit, hi)
+    return (close + 1 if close >= 0 else None), (match.start() + 1 if match else None)
 
 
 def _step_hits(data, lo=0, hi=None):

@@ -892,7 +892,7 @@ static PyTypeObject IdMapType = {
     .tp_new = PyType_GenericNew,
 };
 
-static inline int is_null(const unsigned char *b, Rec *r, int f) {
+static inline int is_null(const unsigned char *b, const Rec *r, int f) {
     return r->len[f] == 4 && memcmp(b + r->off[f], "null", 4) == 0;
 }
 
@@ -907,7 +907,7 @@ static Py_ssize_t id_key_of(const unsigned char *b, const Rec *r, int ph_char, c
     case 'F': case 'p': break;
     default: return 0;
     }
-    if (!(r->present & (1u << F_ID)) || is_null(b, (Rec *)r, F_ID)) return 0;
+    if (!(r->present & (1u << F_ID)) || is_null(b, r, F_ID)) return 0;
     const unsigned char *it = b + r->off[F_ID];
     size_t il = r->len[F_ID];
     if (!(it[0] == '"' || !(is_float_text(it, il) || it[0] == 't' || it[0] == 'f' ||

@@ -115,7 +115,7 @@ class _Rank:
     keep_steps: Optional[Tuple[int, int]]
     min_us: float
     tids: Dict[tuple, int] = field(default_factory=dict)
-    ids: Any = field(default_factory=lambda: _id_map())  # (cat, id) -> number
+    ids: Any = field(default_factory=_id_map)  # (cat, id) -> number
     next_id: int = 0
     process_names: Dict[object, str] = field(default_factory=dict)
     thread_names: Dict[tuple, str] = field(default_factory=dict)

@@ -21,13 +21,12 @@ descheduled process or a GC pause delays one step by a random amount, and on a b
 rank it delays changes from step to step: that is noise, not a slow rank (the report's slow
 steps name those steps); a slow rank delays every step alike, or every step by another amount
 (a data loader, a collector that stalls it unevenly): it is late in nearly every step. Its
-reason is
-read from what ran before its late arrival, against the median of the ranks that waited for it
-in the same steps (summary's step breakdown): **compute-bound** (Computing grew: the operator
-that grew most is named), **host-bound** (Free grew: the device idle, or on the CPU the host's
-own time outside operators: Python, data loading, a stall), **slow link** (its collectives'
-transfers take longer than other groups' of the same kind and size). None of these growing by
-a quarter of its lateness: no reason is claimed.
+reason is read from what ran before its late arrival, against the median of the ranks that
+waited for it in the same steps (summary's step breakdown): **compute-bound** (Computing
+grew: the operator that grew most is named), **host-bound** (Free grew: the device idle, or
+on the CPU the host's own time outside operators: Python, data loading, a stall), **slow
+link** (its collectives' transfers take longer than other groups' of the same kind and size).
+None of these growing by a quarter of its lateness: no reason is claimed.
 """
 
 import statistics
