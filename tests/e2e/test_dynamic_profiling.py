@@ -320,7 +320,13 @@ def test_check_accepts_every_rank_and_summary_reads_the_steps(profiled_server):
     windows = summary.rank(0).engine_windows
     assert {w["dir"] for w in windows} >= {"estep_1-end"}
     first = next(w for w in windows if w["dir"] == "estep_1-end")
-    assert first["rows"][0]["kind"] == "prefill" and first["rows"][0]["tokens"] == 9
+    rows = first["rows"]
+    assert rows[0]["kind"] == "prefill"
+    # the two prompts (6 and 3 tokens) are prefilled together in the first step, or the first
+    # alone when the engine steps before the second is added (a loaded host: CI on cf99075),
+    # the second then beside the first's decode (each decoding request one token)
+    prefilled = [(r["prefill"], r["tokens"] - r["decode"]) for r in rows if r["prefill"]]
+    assert prefilled in ([(2, 9)], [(1, 6), (1, 3)]), rows[:4]
     assert first["mean_latency_ms"] > 0 and first["top_ops"]
     assert set(first["finished_requests"]) == {0, 1}
 
