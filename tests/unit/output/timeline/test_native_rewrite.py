@@ -500,8 +500,15 @@ def test_the_id_map_answers_as_a_dict_of_its_keys(patch):
     assert len(ids) == 10003 and all(ids.get(("x", n)) == n for n in range(0, 5000, 7))
     assert all(ids[("x" * 40, f"{n:060d}")] == -n for n in range(0, 5000, 7))
     assert ids.get(("x" * 40, f"{1:059d}")) is None
+    ids[("x", 4999)] = 7  # a key set again: its value changes, no entry is added
+    ids[("x" * 40, f"{3:060d}")] = 8
+    assert (ids[("x", 4999)], ids[("x" * 40, f"{3:060d}")], len(ids)) == (7, 8, 10003)
     ids.clear()
     assert len(ids) == 0 and ids.get(("cat", 5)) is None
+    for n in range(3000):  # filled again from nothing, past its first table once more
+        ids[("y", n)] = n + 1
+    assert len(ids) == 3000 and ids.get(("x", 1)) is None
+    assert all(ids[("y", n)] == n + 1 for n in range(3000))
 
 
 @pytest.mark.parametrize("min_us", [0.0, 2.0])
