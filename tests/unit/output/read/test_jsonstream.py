@@ -196,10 +196,11 @@ def _quick(path, block):
         return tracescan._quick(handle, block)
 
 
-@pytest.mark.parametrize("block", [16, 64, 4 << 20])
+@pytest.mark.parametrize("block", [16, 64, tracescan.QUICK_BLOCK])
 def test_quick_steps_are_the_validated_scans_on_the_real_sample(timeline, block):
     full = tracescan.scan_trace(timeline)
-    quick = _quick(timeline, block) if block != 4 << 20 else tracescan.quick_steps(str(timeline))
+    quick = _quick(timeline, block) if block != tracescan.QUICK_BLOCK else \
+        tracescan.quick_steps(str(timeline))
     assert quick is not None and full.steps and quick.steps == full.steps
     assert quick.unreadable == full.unreadable
 
