@@ -58,6 +58,7 @@ TEST_COMMON = [
 EVENT_PATCH = Extension(
     "mindspeed_prof.output.timeline._eventpatch",
     sources=["mindspeed_prof/output/timeline/_eventpatch.c"],
+    depends=["mindspeed_prof/output/timeline/_strscan.h"],  # rebuilt when it changes; in the sdist
     extra_compile_args=[] if sys.platform == "win32" else ["-O2", "-ffp-contract=off"],
     optional=True,
 )

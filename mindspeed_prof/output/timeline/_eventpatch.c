@@ -26,9 +26,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
+
+#include "_strscan.h" /* skip_plain: the search inside a string */
 
 /* The Struct's fields, in its order (write.py _types: the order msgspec writes them). */
 enum {
@@ -64,29 +63,6 @@ typedef struct {
 } Scan;
 
 /* ---------- pass 1: strict JSON ---------- */
-
-static unsigned char STR_PLAIN[256]; /* 1: a byte that needs no attention inside a string */
-
-/* The first byte at or after i that is not STR_PLAIN (or n). SSE2 (every x86-64) looks at 16
- * bytes a compare; elsewhere, the table. */
-static inline Py_ssize_t skip_plain(const unsigned char *b, Py_ssize_t i, Py_ssize_t n) {
-#if defined(__SSE2__)
-    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
-    const __m128i space = _mm_set1_epi8(0x20);
-    while (i + 16 <= n) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(b + i));
-        /* signed: below 0x20 is a control byte or, negative, one of 0x80-0xFF (UTF-8) */
-        __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote),
-                                                 _mm_cmpeq_epi8(v, backslash)),
-                                    _mm_cmpgt_epi8(space, v));
-        int mask = _mm_movemask_epi8(stop);
-        if (mask) return i + __builtin_ctz((unsigned)mask);
-        i += 16;
-    }
-#endif
-    while (i < n && STR_PLAIN[b[i]]) i++;
-    return i;
-}
 
 static inline void skip_ws(Scan *s) {
     while (s->i < s->n) {
@@ -1327,8 +1303,7 @@ PyMODINIT_FUNC PyInit__eventpatch(void) {
     __builtin_cpu_init();
     has_avx = __builtin_cpu_supports("avx"); /* the OS saves the registers too (XGETBV) */
 #endif
-    for (int c = 0; c < 256; c++)
-        STR_PLAIN[c] = c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+    str_plain_init();
     for (int f = 0; f < N_FIELDS; f++)
         KEY_LENS[f] = (size_t)snprintf(KEY_TEXT[f], sizeof KEY_TEXT[f], ",\"%s\":",
                                        FIELD_NAMES[f]);
