@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "_strscan.h" /* skip_plain: the search inside a string */
+#include "_strscan.h" /* skip_plain: the search inside a string (SSE2, NEON, a table) */
 
 /* The Struct's fields, in its order (write.py _types: the order msgspec writes them). */
 enum {
@@ -942,7 +942,9 @@ static int busy;
  * deflate (isal, compressing the previous piece) returns with them in use, and every SSE
  * instruction after that (this file's doubles, the string scan) then waits on them: the
  * rewrite ran at 0.37 s per 95 MB rank after isal, 0.23 s after zlib or with this. */
+#if defined(__x86_64__) && defined(__GNUC__)
 static int has_avx;
+#endif
 
 static inline void zero_upper(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
