@@ -15,6 +15,8 @@ import pytest
 
 from mindspeed_prof.output.timeline import write
 
+pytestmark = pytest.mark.slow  # each test runs a compiler and the program it built
+
 HEADER_DIR = os.path.dirname(write.__file__)
 CHECK = os.path.join(os.path.dirname(__file__), "strscan_check.c")
 NATIVE = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()[0]
