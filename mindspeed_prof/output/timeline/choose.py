@@ -260,8 +260,8 @@ def _capture(run, root, notes) -> Optional[Capture]:
 def _read_steps(captures, notes, quick=False):
     """Each capture's steps, base and host (``clock.recorded_steps``), over several processes
     when the cache does not hold the files' scans (what ``check`` reads: after it, none);
-    with ``quick``, such a file's from its markers where they decode alone (18-35 ms of CPU
-    per 95 MB). Returns whether any was read so."""
+    with ``quick``, such a file's from its markers where they decode alone (about 20 ms of
+    CPU per 95 MB). Returns whether any was read so."""
     cached = [cache.load(c.path, tracescan.KIND) is not None for c in captures]
     results = [None if cached[i] or not quick else _quick_steps(c.path)
                for i, c in enumerate(captures)]

@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import sys
-import sysconfig
 import zlib
 
 import pytest
@@ -21,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mindspeed_prof.output.timeline import write
+from helpers.ccompiler import c_compiler
 from output_fixtures import samples
 from output_fixtures.simulated_job import simulated_job
 from output_fixtures.torch_traces import torch_trace
@@ -35,7 +35,7 @@ def patch(tmp_path_factory):
     """The extension built from the checkout's C source."""
     from setuptools import Distribution, Extension
 
-    compiler = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()[0]
+    compiler = c_compiler()
     if shutil.which(compiler) is None:
         pytest.skip(f"no C compiler here ({compiler}): timeline runs its Python path alone")
     assert os.path.exists(SOURCE), SOURCE  # where a compiler is, the build must succeed

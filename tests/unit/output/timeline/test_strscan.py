@@ -13,13 +13,14 @@ import sysconfig
 
 import pytest
 
+from helpers.ccompiler import c_compiler
 from mindspeed_prof.output.timeline import write
 
 pytestmark = pytest.mark.slow  # each test runs a compiler and the program it built
 
 HEADER_DIR = os.path.dirname(write.__file__)
 CHECK = os.path.join(os.path.dirname(__file__), "strscan_check.c")
-NATIVE = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()[0]
+NATIVE = c_compiler()
 NATIVE_PATH = {"x86_64": "sse2", "AMD64": "sse2", "aarch64": "neon", "arm64": "neon"}.get(
     platform.machine(), "table")
 
